@@ -1,0 +1,46 @@
+# kzlab: `make test` and `make demo` work on a fresh machine (Python 3.11, gcc, cmake).
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# ggml-python is built from source: RPC always, OpenBLAS when pkg-config finds it
+BLAS   := $(shell pkg-config --exists openblas 2>/dev/null && echo "-DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS")
+GGML_CMAKE_ARGS := -DGGML_RPC=ON -DGGML_NATIVE=ON $(BLAS)
+STAMP  := $(VENV)/.ggml-$(shell echo "$(GGML_CMAKE_ARGS)" | md5sum | cut -c1-8)
+
+.PHONY: venv test demo lint fuzz bench notebooks clean
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(PY)
+	CMAKE_ARGS="$(GGML_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir --no-binary ggml-python --force-reinstall --no-deps ggml-python==0.0.45
+	rm -f $(VENV)/.ggml-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+	$(PIP) install -q -e ".[test,notebook]" ruff
+
+test: venv
+	$(PY) -m pytest -q tests
+
+demo: venv
+	$(VENV)/bin/kzlab demo
+
+lint: venv
+	$(VENV)/bin/ruff check kzlab tests benchmarks
+
+fuzz: venv
+	KZLAB_FUZZ_CASES=10000 $(PY) -m pytest -q tests/test_fuzz.py
+
+bench: venv
+	$(PIP) install -q -e ".[bench]"
+	$(PY) benchmarks/decode.py
+
+notebooks: venv
+	$(PY) -m pytest -q tests/test_notebooks.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

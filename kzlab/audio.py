@@ -1,0 +1,34 @@
+"""WAV input and output (soundfile), float32 at the decoder's 24 kHz."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kzlab.errors import InvalidInputError
+
+
+def write_wav(path: str | Path, wav: np.ndarray, sample_rate: int = 24000) -> Path:
+    import soundfile as sf
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(p), np.asarray(wav, dtype=np.float32), sample_rate, subtype="FLOAT")
+    return p
+
+
+def read_wav(path: str | Path, sample_rate: int | None = 24000) -> tuple[np.ndarray, int]:
+    """Mono float32 samples and the file's rate; refuses a rate other than `sample_rate` (no resampling)."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"{p}: no such audio file")
+    try:
+        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+    except Exception as e:
+        raise InvalidInputError(f"{p}: cannot read audio: {e}") from None
+    if sample_rate is not None and sr != sample_rate:
+        raise InvalidInputError(f"{p}: sample rate {sr} Hz; kzlab expects {sample_rate} Hz")
+    return data.mean(axis=1).astype(np.float32), sr

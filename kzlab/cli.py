@@ -1,0 +1,58 @@
+"""The `kzlab` command line: one subcommand per module in `kzlab.commands`, each calling the same public
+functions as the notebooks and widgets. Every kzlab error ends the command with its message and exit
+status 2, never with a traceback or a signal."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import warnings
+
+from kzlab.errors import KzlabError
+
+#: subcommand modules, in the order `kzlab --help` lists them
+COMMANDS = ["info", "decode", "convert", "synth", "profile", "simulate", "report", "layout", "rpc_server", "demo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kzlab import __version__
+
+    p = argparse.ArgumentParser(
+        prog="kzlab", description="Run, profile and inspect Qwen3-TTS 12 Hz decoders with ggml."
+    )
+    p.add_argument("--version", action="version", version=f"kzlab {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"kzlab.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"kzlab.commands.{name}":
+                continue
+            raise
+        mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    with warnings.catch_warnings():
+        if not getattr(args, "verbose", False):
+            warnings.simplefilter("default")
+            warnings.formatwarning = lambda m, c, *a, **k: f"warning: {m}\n"
+        try:
+            return int(args.func(args) or 0)
+        except KzlabError as e:
+            print(f"kzlab {args.command}: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"kzlab {args.command}: interrupted", file=sys.stderr)
+            return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

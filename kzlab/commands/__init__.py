@@ -1,0 +1,1 @@
+"""One module per `kzlab` subcommand; each exposes `register(subparsers)`."""

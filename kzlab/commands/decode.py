@@ -1,0 +1,58 @@
+"""`kzlab decode MODEL --codes CODES.npy -o OUT.wav [--npy OUT.npy] [--chunked] [--threads N]`."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_kw, load_codes, lowering_from
+
+
+def register(sub) -> None:
+    p = sub.add_parser("decode", help="decode codes to a WAV file")
+    add_model(p)
+    p.add_argument("--codes", required=True, help="codes [16, T] as .npy (or .npz with 'codes', or .json)")
+    p.add_argument("-o", "--output", required=True, help="output WAV (24 kHz, float32)")
+    p.add_argument("--npy", help="also write the raw float32 samples as .npy")
+    p.add_argument("--chunked", action="store_true", help="upstream chunked decode (300 frames + 25 of context)")
+    p.add_argument("--chunk-size", type=int, default=300)
+    p.add_argument("--left-context", type=int, default=25)
+    add_backend(p)
+    add_lowering(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import kzlab
+    from kzlab.audio import write_wav
+    from kzlab.graph.blocks import stage_names
+
+    codes = load_codes(args.codes)
+    dec = kzlab.load(args.model, layout=args.layout, lowering=lowering_from(args), **backend_kw(args))
+    try:
+        t0 = time.perf_counter()
+        if args.chunked:
+            wav = dec.decode(codes, chunked=True, chunk_size=args.chunk_size, left_context=args.left_context)
+            stages = {}
+        else:
+            out = dec.decode(codes, intermediates=True)
+            wav, stages = out.wav, out.stages
+        dt = time.perf_counter() - t0
+        hp = dec.hparams
+        if stages:
+            names = ["decoder.0"] + [f"decoder.{i}" for i in range(1, hp.n_blocks + 1)]
+            ts = [stages[n].shape[1] for n in names]
+            print("T-evolution " + " -> ".join(str(t) for t in ts) + " samples")
+            print("channels    " + " -> ".join(str(stages[n].shape[0]) for n in names) + " -> 1")
+            assert [n for n in stage_names(hp)][-1] in stages
+        write_wav(args.output, wav, dec.sample_rate)
+        if args.npy:
+            np.save(args.npy, wav.astype(np.float32))
+        print(
+            f"wrote {args.output}: {wav.shape[0]} samples ({wav.shape[0] / dec.sample_rate:.2f} s) "
+            f"in {dt:.2f} s on {dec.session.backends.describe()}"
+        )
+    finally:
+        dec.close()
+    return 0

@@ -1,0 +1,195 @@
+"""The user-facing decoder: codes (or any stage's input) in, 24 kHz audio out.
+
+`Decoder` validates everything in numpy before a graph is built, so wrong codes are a Python exception,
+never a GGML_ASSERT. It keeps one `Session` (weights uploaded once, one graph per shape) and reproduces
+upstream's `chunked_decode` for long inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kzlab.errors import InvalidInputError
+from kzlab.graph.blocks import stage_input_shape, stage_names
+from kzlab.graph.options import Lowering
+from kzlab.model.weights import Model, load_model
+from kzlab.runtime.session import Session
+
+STAGE_ALIASES = {"latent": "decoder.0", "codes": "quantizer"}
+
+
+@dataclass
+class DecodeOutput:
+    """A decode with its intermediates: `stages` maps each stage name to its [C, T] output."""
+
+    wav: np.ndarray
+    stages: dict[str, np.ndarray] = field(default_factory=dict)
+    sample_rate: int = 24000
+
+
+def validate_codes(codes, hp) -> np.ndarray:
+    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong."""
+    a = np.asarray(codes)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        if np.issubdtype(a.dtype, np.floating) and a.size and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            raise InvalidInputError(
+                f"codes must be an integer array; got {a.dtype} (convert with codes.astype(np.int32) if intended)"
+            )
+        raise InvalidInputError(
+            f"codes must be an integer array of shape [{hp.num_quantizers}, T]; got dtype {a.dtype}"
+        )
+    if a.ndim == 3 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 2 or a.shape[0] != hp.num_quantizers:
+        raise InvalidInputError(f"codes must have shape [{hp.num_quantizers}, T]; got {list(a.shape)}")
+    if a.shape[1] < 1:
+        raise InvalidInputError("codes have no frames (T = 0)")
+    if a.min() < 0:
+        i, t = np.argwhere(a < 0)[0]
+        raise InvalidInputError(f"codes must be >= 0; codebook {i}, frame {t} is {a[i, t]}")
+    limits = np.array([hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1))
+    over = a >= limits[:, None]
+    if over.any():
+        i, t = np.argwhere(over)[0]
+        raise InvalidInputError(
+            f"code {a[i, t]} at codebook {i}, frame {t} is out of range: that codebook has {limits[i]} entries"
+        )
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+class Decoder:
+    """A loaded decoder bound to a backend setup and a lowering."""
+
+    def __init__(
+        self,
+        model: Model,
+        lowering: Lowering | None = None,
+        backend: str | list[str] = "cpu",
+        threads: int | None = None,
+        sched: bool | None = None,
+        op_offload: bool = True,
+        weights_on: str | None = None,
+    ):
+        self.model = model
+        self.session = Session(model, lowering, backend, threads, sched, op_offload, weights_on)
+
+    @property
+    def hparams(self):
+        return self.model.hparams
+
+    @property
+    def lowering(self) -> Lowering:
+        return self.session.lowering
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.hparams.sample_rate
+
+    def stages(self) -> list[str]:
+        return stage_names(self.hparams)
+
+    # ---- decoding -----------------------------------------------------------------------------------------
+    def decode(
+        self,
+        codes,
+        chunked: bool = False,
+        chunk_size: int = 300,
+        left_context: int = 25,
+        intermediates: bool = False,
+    ):
+        """Codes [16, T] -> waveform float32 [T * 1920] (a DecodeOutput when intermediates=True)."""
+        c = validate_codes(codes, self.hparams)
+        if chunked:
+            if intermediates:
+                raise InvalidInputError("intermediates are not available with chunked=True")
+            return self._decode_chunked(c, chunk_size, left_context)
+        out = self.session.run(c.shape[1], {"codes": c}, stages=intermediates)
+        wav = out.pop("wav")[0]
+        return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
+
+    def decode_from(self, stage: str, x, intermediates: bool = False):
+        """Start at `stage` with its input x [C, T] (e.g. stage='decoder.0' or 'latent': the latent)."""
+        stage = STAGE_ALIASES.get(stage, stage)
+        names = self.stages()
+        if stage not in names:
+            raise InvalidInputError(f"unknown stage {stage!r}: one of {', '.join(names)} (or 'latent')")
+        if stage == "quantizer":
+            return self.decode(x, intermediates=intermediates)
+        a = np.asarray(x)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise InvalidInputError(f"the input of {stage} must be a float array; got {a.dtype}")
+        if a.ndim == 3 and a.shape[0] == 1:
+            a = a[0]
+        c_need = stage_input_shape(self.hparams, stage, 1)[0]
+        if a.ndim != 2 or a.shape[0] != c_need or a.shape[1] < 1:
+            raise InvalidInputError(f"the input of {stage} must have shape [{c_need}, T]; got {list(a.shape)}")
+        if not np.all(np.isfinite(a)):
+            raise InvalidInputError(f"the input of {stage} contains NaN or Inf")
+        frames = self._frames_for(stage, a.shape[1])
+        out = self.session.run(
+            frames, {"x": np.ascontiguousarray(a, dtype=np.float32)}, start=stage, stages=intermediates
+        )
+        wav = out.pop("wav")[0]
+        return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
+
+    def _frames_for(self, stage: str, t: int) -> int:
+        per = stage_input_shape(self.hparams, stage, 1)[1]
+        if t % per:
+            raise InvalidInputError(f"the input of {stage} must have a length that is a multiple of {per}; got {t}")
+        return t // per
+
+    def _decode_chunked(self, codes: np.ndarray, chunk_size: int, left_context: int) -> np.ndarray:
+        """Upstream chunked_decode: chunks of `chunk_size` frames, each with `left_context` frames before it."""
+        if not isinstance(chunk_size, int) or chunk_size < 1:
+            raise InvalidInputError(f"chunk_size must be an integer >= 1; got {chunk_size!r}")
+        if not isinstance(left_context, int) or left_context < 0:
+            raise InvalidInputError(f"left_context must be an integer >= 0; got {left_context!r}")
+        up = self.hparams.total_upsample
+        T = codes.shape[1]
+        pieces = []
+        start = 0
+        while start < T:
+            end = min(start + chunk_size, T)
+            ctx = left_context if start - left_context > 0 else start
+            part = np.ascontiguousarray(codes[:, start - ctx : end])
+            wav = self.session.run(part.shape[1], {"codes": part})["wav"][0]
+            pieces.append(wav[ctx * up :])
+            start = end
+        return np.concatenate(pieces)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> Decoder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        hp = self.hparams
+        return (
+            f"Decoder({Path(self.model.path).name}, layout={self.model.layout}, latent={hp.latent_dim}, "
+            f"decoder_dim={hp.decoder_dim}, backend={self.session.backends.describe()}, {self.lowering.label()})"
+        )
+
+
+def load(
+    path,
+    layout=None,
+    lowering: Lowering | None = None,
+    backend="cpu",
+    threads=None,
+    sched=None,
+    op_offload: bool = True,
+    weights_on: str | None = None,
+    **lowering_kw,
+) -> Decoder:
+    """Load a decoder file (GGUF or HF directory) and bind it to a backend: the main entry point."""
+    if lowering_kw:
+        lowering = (lowering or Lowering()).replace(**lowering_kw)
+    model = load_model(path, layout=layout)
+    return Decoder(model, lowering, backend, threads, sched, op_offload, weights_on)

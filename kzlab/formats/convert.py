@@ -1,0 +1,32 @@
+"""`kzlab convert`: any decoder kzlab can read (a Hugging Face checkpoint directory, or a GGUF of any
+dialect) written as a qwentts.cpp-layout GGUF of the requested type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kzlab.formats.writer import write_gguf
+from kzlab.model.roles import decoder_roles
+from kzlab.model.weights import load_model
+
+
+def convert(
+    src: str | Path,
+    out: str | Path,
+    outtype: str = "f32",
+    layout: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Convert `src` to a GGUF at `out` (written atomically). Encoder tensors are left out."""
+    model = load_model(src, layout=layout)
+    order = [r.name for r in decoder_roles(model.hparams) if r.name in model.weights]
+    tensors = [(role, model.weights[role].f32) for role in order]
+    return write_gguf(
+        out,
+        model.hparams,
+        tensors,
+        outtype=outtype,
+        extra_metadata={"kzlab.source": str(Path(src).name), "kzlab.source_layout": model.layout},
+        progress=progress,
+    )

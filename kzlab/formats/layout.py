@@ -1,0 +1,182 @@
+"""Layout maps: how one family of files names the decoder's tensors, as plain data.
+
+A map is a small TOML file. Its `[tensors]` table maps a regular expression over the file's tensor names
+(matched in full) to a canonical role template; `{N}` inserts capture group N, `{N+1}` / `{N-2}` shift it
+(for files that number blocks from 0, or residual units from 2 as PyTorch's ModuleList does):
+
+    [layout]
+    name = "my-converter"
+    architectures = ["qwen3-tts-tokenizer"]     # optional: general.architecture values it accepts
+    detect = ['^tok_dec\\.dec\\.1\\.res\\.4\\.']  # optional: each must match some tensor name
+    ignore = ['^tok_enc\\.']                     # tensors to skip (the encoder)
+
+    [tensors]
+    'kz\\.bigvgan\\.(\\d+)\\.res\\.(\\d+)\\.conv1\\.w' = "dec.{1+1}.res.{2}.conv1.weight"
+
+Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
+upstream); without them they are taken as already divided. The built-in dialects are maps like this one
+(`kzlab/formats/layouts/*.toml`), so there is one mechanism for every file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kzlab.errors import LayoutError
+
+BUILTIN_DIR = Path(__file__).with_name("layouts")
+_SLOT = re.compile(r"\{(\d+)\s*([+-]\s*\d+)?\}")
+
+
+@dataclass
+class LayoutMap:
+    """One dialect: name patterns -> canonical roles."""
+
+    name: str
+    rules: list[tuple[re.Pattern[str], str]]
+    architectures: tuple[str, ...] = ()
+    detect: tuple[re.Pattern[str], ...] = ()
+    ignore: tuple[re.Pattern[str], ...] = ()
+    description: str = ""
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
+        head = d.get("layout", {})
+        tensors = d.get("tensors")
+        if not isinstance(tensors, dict) or not tensors:
+            raise LayoutError(f"layout map {source or '?'}: a [tensors] table with at least one entry is needed")
+        rules = []
+        for pattern, template in tensors.items():
+            try:
+                rx = re.compile(pattern)
+            except re.error as e:
+                raise LayoutError(f"layout map {source}: bad regular expression {pattern!r}: {e}") from None
+            if not isinstance(template, str):
+                raise LayoutError(f"layout map {source}: the role for {pattern!r} must be a string")
+            for m in _SLOT.finditer(template):
+                if int(m.group(1)) > rx.groups:
+                    raise LayoutError(
+                        f"layout map {source}: {template!r} uses group {m.group(1)} but {pattern!r} has {rx.groups}"
+                    )
+            rules.append((rx, template))
+
+        def rxs(key: str) -> tuple[re.Pattern[str], ...]:
+            try:
+                return tuple(re.compile(p) for p in head.get(key, []))
+            except re.error as e:
+                raise LayoutError(f"layout map {source}: bad regular expression in {key}: {e}") from None
+
+        return cls(
+            name=str(head.get("name", Path(source).stem if source else "custom")),
+            rules=rules,
+            architectures=tuple(head.get("architectures", [])),
+            detect=rxs("detect"),
+            ignore=rxs("ignore"),
+            description=str(head.get("description", "")),
+            source=source,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> LayoutMap:
+        p = Path(path)
+        if not p.is_file():
+            raise LayoutError(f"layout map {p}: no such file")
+        try:
+            d = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise LayoutError(f"layout map {p}: not valid TOML: {e}") from None
+        return cls.from_dict(d, source=str(p))
+
+    def role_of(self, name: str) -> str | None:
+        """The canonical role of a file tensor name, or None when no rule matches."""
+        for rx, template in self.rules:
+            m = rx.fullmatch(name)
+            if m:
+                return _SLOT.sub(lambda s, m=m: _fill(m.group(int(s.group(1))), s.group(2)), template)
+        return None
+
+    def is_ignored(self, name: str) -> bool:
+        return any(rx.search(name) for rx in self.ignore)
+
+    def matches(self, arch: str | None, names: Iterable[str]) -> bool:
+        """Whether a file with this architecture and these tensor names is of this dialect."""
+        if self.architectures and arch not in self.architectures:
+            return False
+        names = list(names)
+        return all(any(rx.search(n) for n in names) for rx in self.detect)
+
+    def apply(self, names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+        """Map file names to roles. Returns ({role: file name}, [unmapped names]); refuses duplicates."""
+        mapping: dict[str, str] = {}
+        unmapped: list[str] = []
+        for n in names:
+            if self.is_ignored(n):
+                continue
+            role = self.role_of(n)
+            if role is None:
+                unmapped.append(n)
+                continue
+            if role in mapping:
+                raise LayoutError(
+                    f"layout '{self.name}': tensors '{mapping[role]}' and '{n}' both map to role '{role}'"
+                )
+            mapping[role] = n
+        return mapping, unmapped
+
+    def to_toml(self) -> str:
+        """The map as TOML text (what `kzlab layout infer -o` writes)."""
+        lines = ["[layout]", f"name = {_q(self.name)}"]
+        if self.description:
+            lines.append(f"description = {_q(self.description)}")
+        if self.architectures:
+            lines.append("architectures = [" + ", ".join(_q(a) for a in self.architectures) + "]")
+        if self.detect:
+            lines.append("detect = [" + ", ".join(_lit(r.pattern) for r in self.detect) + "]")
+        if self.ignore:
+            lines.append("ignore = [" + ", ".join(_lit(r.pattern) for r in self.ignore) + "]")
+        for note in self.notes:
+            lines.append(f"# {note}")
+        lines += ["", "[tensors]"]
+        lines += [f"{_lit(rx.pattern)} = {_q(t)}" for rx, t in self.rules]
+        return "\n".join(lines) + "\n"
+
+
+def _fill(value: str, offset: str | None) -> str:
+    """A captured group, shifted by an index offset when the template asks for one."""
+    if not offset:
+        return value
+    return str(int(value) + int(offset.replace(" ", "")))
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _lit(s: str) -> str:
+    """A TOML literal string when possible (regexes read best without doubled backslashes)."""
+    return f"'{s}'" if "'" not in s and "\n" not in s else _q(s)
+
+
+def builtin_layouts() -> list[LayoutMap]:
+    """The dialects kzlab knows by name, from the TOML files beside this module."""
+    return [LayoutMap.from_file(p) for p in sorted(BUILTIN_DIR.glob("*.toml"))]
+
+
+def get_layout(spec: str | Path | LayoutMap) -> LayoutMap:
+    """A layout by built-in name or TOML path."""
+    if isinstance(spec, LayoutMap):
+        return spec
+    s = str(spec)
+    for lm in builtin_layouts():
+        if lm.name == s:
+            return lm
+    if s.endswith(".toml") or Path(s).is_file():
+        return LayoutMap.from_file(s)
+    names = ", ".join(lm.name for lm in builtin_layouts())
+    raise LayoutError(f"unknown layout {s!r}: give a built-in name ({names}) or a .toml map file")

@@ -1,0 +1,319 @@
+"""The decoder, one function per block, each computing exactly what the upstream PyTorch module does.
+
+Stage names match the reference fixtures: quantizer, pre_conv, pre_transformer, upsample.{i}, decoder.{i}.
+`build_decoder` can start at any stage (its input is then a float tensor of that stage's input shape) and
+marks every stage output so that intermediates can be read back.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ggml import ggml as g
+
+from kzlab.graph.builder import Act, GraphBuilder
+from kzlab.model.hparams import HParams
+from kzlab.model.roles import RESIDUAL_DILATIONS
+
+
+def stage_names(hp: HParams) -> list[str]:
+    """All stages in order; `decoder.{n_blocks+2}` is the last conv (its output is before the clamp)."""
+    names = ["quantizer", "pre_conv", "pre_transformer"]
+    names += [f"upsample.{i}" for i in range(len(hp.upsampling_ratios))]
+    names += [f"decoder.{i}" for i in range(hp.n_blocks + 3)]
+    return names
+
+
+def stage_input_shape(hp: HParams, stage: str, frames: int) -> tuple[int, int]:
+    """(channels, T) of the input a stage takes, for `frames` code frames (torch order [C, T])."""
+    t = frames
+    if stage in ("quantizer",):
+        return hp.num_quantizers, t
+    if stage == "pre_conv":
+        return hp.codebook_dim, t
+    if stage == "pre_transformer":
+        return hp.latent_dim, t
+    ups = hp.upsampling_ratios
+    if stage.startswith("upsample."):
+        i = int(stage.split(".")[1])
+        return hp.latent_dim, t * math.prod(ups[:i])
+    t *= math.prod(ups)
+    i = int(stage.split(".")[1])
+    if i == 0:
+        return hp.latent_dim, t
+    nb = hp.n_blocks
+    if i <= nb:
+        return hp.block_channels(i)[0], t * math.prod(hp.upsample_rates[: i - 1])
+    return hp.out_channels, t * math.prod(hp.upsample_rates)
+
+
+# ---- blocks ----------------------------------------------------------------------------------------------
+def quantizer(b: GraphBuilder, hp: HParams, codes, T: int) -> Act:
+    """RVQ dequantize: semantic codebook + its projection, plus the sum of the acoustic codebooks projected."""
+    ctx = b.ctx
+    nb1 = int(codes.contents.nb[1])
+
+    def lookup(i: int, table: str):
+        idx = g.ggml_view_1d(ctx, codes, T, i * nb1)
+        return g.ggml_get_rows(ctx, b.w[table], idx)  # ne [dim, T]
+
+    with b.layer("vq.first", "embedding", c_out=hp.vq_dim, t_in=T, t_out=T):
+        first = lookup(0, "vq.first.codebook")
+    with b.layer("vq.rest", "embedding", c_out=hp.vq_dim, t_in=T, t_out=T):
+        rest = None
+        for i in range(1, hp.num_quantizers):
+            e = lookup(i, f"vq.rest.{i - 1}.codebook")
+            rest = e if rest is None else g.ggml_add(ctx, rest, e)
+    macs = hp.vq_dim * hp.codebook_dim * T
+    with b.layer(
+        "vq.first.output_proj",
+        "conv1d",
+        c_in=hp.vq_dim,
+        c_out=hp.codebook_dim,
+        kernel=1,
+        t_in=T,
+        t_out=T,
+        macs=macs,
+        macs_seed=macs,
+    ):
+        y = b.linear(Act(first, True), "vq.first.output_proj.weight")
+    if rest is None:
+        return y
+    with b.layer(
+        "vq.rest.output_proj",
+        "conv1d",
+        c_in=hp.vq_dim,
+        c_out=hp.codebook_dim,
+        kernel=1,
+        t_in=T,
+        t_out=T,
+        macs=macs,
+        macs_seed=macs,
+    ):
+        z = b.linear(Act(rest, True), "vq.rest.output_proj.weight")
+        return Act(g.ggml_add(ctx, y.t, z.t), True)
+
+
+def conv_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, dilation: int = 1) -> Act:
+    T = x.T
+    macs = c_in * c_out * k * T
+    with b.layer(
+        path,
+        "conv1d",
+        c_in=c_in,
+        c_out=c_out,
+        kernel=k,
+        t_in=T,
+        t_out=T,
+        macs=macs,
+        macs_seed=macs,
+        extra={"dilation": dilation},
+    ):
+        return b.conv1d(x, f"{path}.weight", f"{path}.bias", dilation)
+
+
+def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int) -> Act:
+    T = x.T
+    macs = c_in * c_out * k * T
+    with b.layer(
+        path,
+        "conv_transpose1d",
+        c_in=c_in,
+        c_out=c_out,
+        kernel=k,
+        t_in=T,
+        t_out=T * stride,
+        macs=macs,
+        macs_seed=c_in * c_out * k * T * stride,
+        extra={"stride": stride},
+    ):
+        return b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
+
+
+def snake_layer(b: GraphBuilder, x: Act, path: str) -> Act:
+    with b.layer(path, "snake", c_in=x.C, c_out=x.C, t_in=x.T, t_out=x.T):
+        return b.snake(x, path)
+
+
+def rms_norm(b: GraphBuilder, x: Act, path: str, weight: str, eps: float) -> Act:
+    with b.layer(path, "norm", c_in=x.C, c_out=x.C, t_in=x.T, t_out=x.T):
+        x = b.as_cl(x)
+        return b.mul_chan(Act(g.ggml_rms_norm(b.ctx, x.t, eps), True), weight)
+
+
+def attention(b: GraphBuilder, hp: HParams, x: Act, h: Act, i: int, pos, mask) -> Act:
+    """Causal self-attention over a sliding window (the mask), RoPE (NeoX order), layer scale, residual."""
+    ctx = b.ctx
+    T, D, H, KV = x.T, hp.head_dim, hp.num_heads, hp.num_kv_heads
+    p = f"tfm.blk.{i}."
+    proj = hp.hidden_size * (H + 2 * KV) * D * T + H * D * hp.hidden_size * T
+    scores = 2 * H * D * T * T  # the graph computes the full masked T x T scores
+    with b.layer(
+        f"tfm.blk.{i}.attn",
+        "attention",
+        c_in=hp.hidden_size,
+        c_out=hp.hidden_size,
+        t_in=T,
+        t_out=T,
+        macs=proj + scores,
+        macs_seed=proj + scores,
+    ):
+        q = g.ggml_reshape_3d(ctx, b.linear(h, p + "attn_q.weight").t, D, H, T)
+        k = g.ggml_reshape_3d(ctx, b.linear(h, p + "attn_k.weight").t, D, KV, T)
+        v = g.ggml_reshape_3d(ctx, b.linear(h, p + "attn_v.weight").t, D, KV, T)
+        rope = dict(n_dims=D, mode=g.GGML_ROPE_TYPE_NEOX, n_ctx_orig=0, freq_base=hp.rope_theta)
+        q = g.ggml_rope_ext(
+            ctx, q, pos, None, rope["n_dims"], rope["mode"], 0, rope["freq_base"], 1.0, 0.0, 1.0, 0.0, 0.0
+        )
+        k = g.ggml_rope_ext(
+            ctx, k, pos, None, rope["n_dims"], rope["mode"], 0, rope["freq_base"], 1.0, 0.0, 1.0, 0.0, 0.0
+        )
+        q = g.ggml_permute(ctx, q, 0, 2, 1, 3)  # [D, T, H]
+        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, T, KV]
+        vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [T, D, KV]
+        kq = g.ggml_mul_mat(ctx, k, q)  # [Tk, Tq, H]
+        kq = g.ggml_soft_max_ext(ctx, kq, mask, 1.0 / math.sqrt(D), 0.0)
+        o = g.ggml_mul_mat(ctx, vt, kq)  # [D, Tq, H]
+        o = g.ggml_cont(ctx, g.ggml_permute(ctx, o, 0, 2, 1, 3))  # [D, H, T]
+        o = Act(g.ggml_reshape_2d(ctx, o, D * H, T), True)
+        o = b.mul_chan(b.linear(o, p + "attn_o.weight"), p + "attn_scale")
+        return Act(g.ggml_add(ctx, x.t, o.t), True)
+
+
+def mlp(b: GraphBuilder, hp: HParams, x: Act, h: Act, i: int) -> Act:
+    """SwiGLU MLP with layer scale and residual."""
+    ctx = b.ctx
+    p = f"tfm.blk.{i}."
+    macs = 3 * hp.hidden_size * hp.intermediate_size * x.T
+    with b.layer(
+        f"tfm.blk.{i}.mlp",
+        "mlp",
+        c_in=hp.hidden_size,
+        c_out=hp.hidden_size,
+        t_in=x.T,
+        t_out=x.T,
+        macs=macs,
+        macs_seed=macs,
+    ):
+        gate = b.linear(h, p + "ffn_gate.weight")
+        up = b.linear(h, p + "ffn_up.weight")
+        a = Act(g.ggml_mul(ctx, g.ggml_silu(ctx, gate.t), up.t), True)
+        y = b.mul_chan(b.linear(a, p + "ffn_down.weight"), p + "ffn_scale")
+        return Act(g.ggml_add(ctx, x.t, y.t), True)
+
+
+def transformer(b: GraphBuilder, hp: HParams, x: Act, pos, mask) -> Act:
+    T = x.T
+    m = hp.latent_dim * hp.hidden_size * T
+    with b.layer(
+        "tfm.input_proj", "other", c_in=hp.latent_dim, c_out=hp.hidden_size, t_in=T, t_out=T, macs=m, macs_seed=m
+    ):
+        x = b.linear(x, "tfm.input_proj.weight", "tfm.input_proj.bias")
+    for i in range(hp.num_layers):
+        h = rms_norm(b, x, f"tfm.blk.{i}.attn_norm", f"tfm.blk.{i}.attn_norm.weight", hp.rms_norm_eps)
+        x = attention(b, hp, x, h, i, pos, mask)
+        h = rms_norm(b, x, f"tfm.blk.{i}.ffn_norm", f"tfm.blk.{i}.ffn_norm.weight", hp.rms_norm_eps)
+        x = mlp(b, hp, x, h, i)
+    x = rms_norm(b, x, "tfm.norm", "tfm.norm.weight", hp.rms_norm_eps)
+    with b.layer(
+        "tfm.output_proj", "other", c_in=hp.hidden_size, c_out=hp.latent_dim, t_in=T, t_out=T, macs=m, macs_seed=m
+    ):
+        return b.linear(x, "tfm.output_proj.weight", "tfm.output_proj.bias")
+
+
+def upsample(b: GraphBuilder, hp: HParams, x: Act, i: int) -> Act:
+    """ConvTranspose (k = s) then a ConvNeXt block (causal depthwise conv, LayerNorm, GELU MLP, gamma)."""
+    ctx = b.ctx
+    L, f = hp.latent_dim, hp.upsampling_ratios[i]
+    x = convt_layer(b, x, f"up.{i}.convt", L, L, f, f)
+    T = x.T
+    p = f"up.{i}."
+    with b.layer(
+        p + "dwconv",
+        "conv1d",
+        c_in=L,
+        c_out=L,
+        kernel=7,
+        t_in=T,
+        t_out=T,
+        macs=7 * L * T,
+        macs_seed=7 * L * T,
+        extra={"groups": L},
+    ):
+        h = b.depthwise_conv(x, p + "dwconv.weight", p + "dwconv.bias")
+    with b.layer(p + "norm", "norm", c_in=L, c_out=L, t_in=T, t_out=T):
+        h = b.add_bias(b.mul_chan(Act(g.ggml_norm(ctx, h.t, 1e-6), True), p + "norm.weight"), p + "norm.bias")
+    m = 2 * 4 * L * L * T
+    with b.layer(p + "mlp", "mlp", c_in=L, c_out=L, t_in=T, t_out=T, macs=m, macs_seed=m):
+        h = b.linear(h, p + "pw1.weight", p + "pw1.bias")
+        h = Act(g.ggml_gelu_erf(ctx, h.t), True)
+        h = b.mul_chan(b.linear(h, p + "pw2.weight", p + "pw2.bias"), p + "gamma")
+        x = b.as_cl(x)
+        return Act(g.ggml_add(ctx, x.t, h.t), True)
+
+
+def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
+    p = f"dec.{blk}.res.{j}"
+    h = snake_layer(b, x, p + ".act1")
+    h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j])
+    h = snake_layer(b, h, p + ".act2")
+    h = conv_layer(b, h, p + ".conv2", c, c, 1)
+    with b.layer(p + ".residual", "other", c_in=c, c_out=c, t_in=x.T, t_out=x.T):
+        if h.cl != x.cl:
+            h = b.as_cl(h) if x.cl else b.as_cf(h)
+        return Act(g.ggml_add(b.ctx, h.t, x.t), x.cl)
+
+
+def decoder_block(b: GraphBuilder, hp: HParams, x: Act, blk: int) -> Act:
+    cin, cout = hp.block_channels(blk)
+    r = hp.upsample_rates[blk - 1]
+    x = snake_layer(b, x, f"dec.{blk}.snake")
+    x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r)
+    for j in range(len(RESIDUAL_DILATIONS)):
+        x = residual_unit(b, x, blk, j, cout)
+    return x
+
+
+# ---- the whole decoder -------------------------------------------------------------------------------------
+def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quantizer") -> Act:
+    """Build the graph from stage `start` to the clamped waveform; returns the output (1 x samples)."""
+    stages = stage_names(hp)
+    if start not in stages:
+        raise ValueError(f"unknown stage {start!r}")
+    first = stages.index(start)
+    c, t = stage_input_shape(hp, start, frames)
+    if start == "quantizer":
+        x = None
+        codes = b.input("codes", g.GGML_TYPE_I32, frames, hp.num_quantizers)
+    else:
+        x = Act(b.input("x", g.GGML_TYPE_F32, t, c), False)  # torch [C, T] memory
+    need_tfm = first <= stages.index("pre_transformer")
+    if need_tfm:
+        pos = b.input("pos", g.GGML_TYPE_I32, frames)
+        mask = b.input("mask", g.GGML_TYPE_F32, frames, frames)
+
+    def run(name: str, fn) -> None:
+        nonlocal x
+        if stages.index(name) < first:
+            return
+        b.stage = name
+        x = fn(x)
+        b.mark_output(name, x)
+
+    L, D, nb = hp.latent_dim, hp.decoder_dim, hp.n_blocks
+    run("quantizer", lambda _: quantizer(b, hp, codes, frames))
+    run("pre_conv", lambda x: conv_layer(b, x, "pre_conv", hp.codebook_dim, L, 3))
+    run("pre_transformer", lambda x: transformer(b, hp, x, pos, mask))
+    for i in range(len(hp.upsampling_ratios)):
+        run(f"upsample.{i}", lambda x, i=i: upsample(b, hp, x, i))
+    run("decoder.0", lambda x: conv_layer(b, x, "dec.0.conv", L, D, 7))
+    for blk in range(1, nb + 1):
+        run(f"decoder.{blk}", lambda x, blk=blk: decoder_block(b, hp, x, blk))
+    run(f"decoder.{nb + 1}", lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake"))
+    run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
+    b.stage = f"decoder.{nb + 2}"
+    with b.layer(f"dec.{nb + 2}.clamp", "other", c_in=1, c_out=1, t_in=x.T, t_out=x.T):
+        # ggml_clamp works in place (it returns a view); copy first so that decoder.6 stays unclamped
+        wav = Act(g.ggml_clamp(b.ctx, g.ggml_cont(b.ctx, x.t), -1.0, 1.0), x.cl)
+    b.mark_output("wav", wav)
+    return wav

@@ -1,0 +1,314 @@
+"""The graph builder: a ggml context, the weights as ggml tensors, and lowerings of the decoder's ops.
+
+Every tensor created inside `layer(path, ...)` is named `path:OP` (or `path:OP.n`), so that profiles,
+placements and traces can attribute each node to the logical layer it belongs to, like llama.cpp's model
+graphs do. Activations carry their memory order with them (`Act.cl`): channels-last means ggml ne
+[C, T] (a torch [T, C] array), channels-first means ne [T, C] (torch [C, T]). Each lowering states the order
+it needs and the builder inserts the (named, counted) transposes, so lowering variants stay honest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from ggml import ggml as g
+
+from kzlab.graph.options import Lowering
+from kzlab.graph.weights import Prepared
+
+GGML_TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16, "BF16": g.GGML_TYPE_BF16, "Q8_0": g.GGML_TYPE_Q8_0}
+TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
+MAX_NODES = 32768
+
+
+@dataclass
+class LayerRecord:
+    """One logical layer of the model (what the profiler's `layers` rows are made of)."""
+
+    path: str
+    stage: str
+    kind: str
+    c_in: int = 0
+    c_out: int = 0
+    kernel: int = 0
+    t_in: int = 0
+    t_out: int = 0
+    macs: int = 0
+    macs_seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Act(NamedTuple):
+    """An activation tensor and its memory order (cl = channels-last, ggml ne [C, T])."""
+
+    t: ctypes._Pointer
+    cl: bool
+
+    @property
+    def C(self) -> int:
+        return int(self.t.contents.ne[0] if self.cl else self.t.contents.ne[1])
+
+    @property
+    def T(self) -> int:
+        return int(self.t.contents.ne[1] if self.cl else self.t.contents.ne[0])
+
+
+def ne_of(t) -> tuple[int, ...]:
+    return tuple(int(t.contents.ne[i]) for i in range(4))
+
+
+class WeightTensors:
+    """The prepared weights as ggml tensors in their own no-alloc context (allocated by the runtime)."""
+
+    def __init__(self, prepared: dict[str, Prepared]):
+        self.prepared = prepared
+        size = g.ggml_tensor_overhead() * (len(prepared) + 8)
+        self.ctx = g.ggml_init(g.ggml_init_params(mem_size=size, mem_buffer=None, no_alloc=True))
+        self.tensors: dict[str, ctypes._Pointer] = {}
+        for name, p in prepared.items():
+            ne = p.ne
+            t = g.ggml_new_tensor(self.ctx, GGML_TYPES[p.type], len(ne), (ctypes.c_int64 * len(ne))(*ne))
+            g.ggml_set_name(t, name.encode()[:63])
+            self.tensors[name] = t
+        self.buffer = None
+
+    def __getitem__(self, name: str):
+        return self.tensors[name]
+
+    def upload(self) -> None:
+        """Copy (or, for zero-copy weights, read through) the bytes into the allocated tensors."""
+        for name, p in self.prepared.items():
+            data = np.ascontiguousarray(p.data)
+            t = self.tensors[name]
+            if g.ggml_nbytes(t) != data.nbytes:
+                raise AssertionError(f"weight {name}: {data.nbytes} bytes for a tensor of {g.ggml_nbytes(t)}")
+            g.ggml_backend_tensor_set(t, data.ctypes.data, 0, data.nbytes)
+
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.prepared.values())
+
+    def free(self) -> None:
+        if self.buffer is not None:
+            g.ggml_backend_buffer_free(self.buffer)
+            self.buffer = None
+        if self.ctx is not None:
+            g.ggml_free(self.ctx)
+            self.ctx = None
+
+
+class GraphBuilder:
+    """Builds one compute graph. Block functions (kzlab.graph.blocks) call the lowering methods below."""
+
+    def __init__(self, weights: WeightTensors, low: Lowering, n_nodes: int = MAX_NODES):
+        self.w = weights
+        self.low = low
+        size = g.ggml_tensor_overhead() * n_nodes + g.ggml_graph_overhead_custom(n_nodes, False)
+        self.ctx = g.ggml_init(g.ggml_init_params(mem_size=size, mem_buffer=None, no_alloc=True))
+        self.gf = g.ggml_new_graph_custom(self.ctx, n_nodes, False)
+        self.layers: list[LayerRecord] = []
+        self.stage = ""
+        self.inputs: dict[str, ctypes._Pointer] = {}
+        self.outputs: dict[str, Act] = {}
+        self._path: list[str] = []
+        self._last = None
+
+    # ---- naming -------------------------------------------------------------------------------------
+    @contextmanager
+    def layer(self, path: str, kind: str, **info) -> Iterator[LayerRecord]:
+        rec = LayerRecord(path=path, stage=self.stage, kind=kind, **info)
+        self.layers.append(rec)
+        self._name_new("")  # anything created before belongs to no layer; mark it so
+        self._path.append(path)
+        try:
+            yield rec
+        finally:
+            self._name_new(path)
+            self._path.pop()
+
+    def _name_new(self, path: str) -> None:
+        """Name every tensor created since the last call (ggml keeps them in creation order)."""
+        t = g.ggml_get_next_tensor(self.ctx, self._last) if self._last else g.ggml_get_first_tensor(self.ctx)
+        counts: dict[str, int] = {}
+        base = path or (self._path[-1] if self._path else "graph")
+        while t:
+            if not t.contents.name:
+                op = g.ggml_op_desc(t).decode()
+                n = counts.get(op, 0)
+                counts[op] = n + 1
+                g.ggml_set_name(t, (f"{base}:{op}" + (f".{n}" if n else "")).encode()[:63])
+            self._last = t
+            t = g.ggml_get_next_tensor(self.ctx, t)
+
+    def input(self, name: str, type_: int, *ne: int):
+        t = g.ggml_new_tensor(self.ctx, type_, len(ne), (ctypes.c_int64 * len(ne))(*ne))
+        g.ggml_set_name(t, name.encode())
+        g.ggml_set_input(t)
+        self.inputs[name] = t
+        self._name_new("")
+        return t
+
+    def mark_output(self, stage: str, a: Act) -> None:
+        g.ggml_set_output(a.t)
+        self.outputs[stage] = a
+
+    def finish(self, final: Act):
+        for a in self.outputs.values():
+            g.ggml_build_forward_expand(self.gf, a.t)
+        g.ggml_build_forward_expand(self.gf, final.t)
+        self._name_new("graph")
+        return self.gf
+
+    def free(self) -> None:
+        if self.ctx is not None:
+            g.ggml_free(self.ctx)
+            self.ctx = None
+
+    # ---- layout -------------------------------------------------------------------------------------
+    def as_cl(self, a: Act) -> Act:
+        if a.cl:
+            return a
+        return Act(g.ggml_cont(self.ctx, g.ggml_transpose(self.ctx, a.t)), True)
+
+    def as_cf(self, a: Act) -> Act:
+        if not a.cl:
+            return a
+        return Act(g.ggml_cont(self.ctx, g.ggml_transpose(self.ctx, a.t)), False)
+
+    def pad_left(self, a: Act, n: int) -> Act:
+        if n == 0:
+            return a
+        if a.cl:
+            return Act(g.ggml_pad_ext(self.ctx, a.t, 0, 0, n, 0, 0, 0, 0, 0), True)
+        return Act(g.ggml_pad_ext(self.ctx, a.t, n, 0, 0, 0, 0, 0, 0, 0), False)
+
+    def chan(self, a: Act, name: str):
+        """A per-channel weight vector shaped to broadcast over `a`."""
+        v = self.w[name]
+        n = int(v.contents.ne[0])
+        return g.ggml_reshape_2d(self.ctx, v, n, 1) if a.cl else g.ggml_reshape_2d(self.ctx, v, 1, n)
+
+    def add_bias(self, a: Act, name: str) -> Act:
+        return Act(g.ggml_add(self.ctx, a.t, self.chan(a, name)), a.cl)
+
+    def mul_chan(self, a: Act, name: str) -> Act:
+        return Act(g.ggml_mul(self.ctx, a.t, self.chan(a, name)), a.cl)
+
+    def time_view(self, a: Act, start: int, length: int) -> Act:
+        """Frames [start, start+length) of `a` (a view; contiguous for channels-last)."""
+        t = a.t
+        if a.cl:
+            nb1 = int(t.contents.nb[1])
+            return Act(g.ggml_view_2d(self.ctx, t, a.C, length, nb1, start * nb1), True)
+        nb0, nb1 = int(t.contents.nb[0]), int(t.contents.nb[1])
+        return Act(g.ggml_view_2d(self.ctx, t, length, a.C, nb1, start * nb0), False)
+
+    # ---- matrix products ------------------------------------------------------------------------------
+    def mul_mat(self, a, b):
+        """ggml_mul_mat(a, b), split into chunks of at most mm_chunk rows of src1 when asked."""
+        n = self.low.mm_chunk
+        ne_b = ne_of(b)
+        rows = ne_b[1] * ne_b[2] * ne_b[3]
+        if not n or rows <= n or ne_b[2] * ne_b[3] != 1:
+            return g.ggml_mul_mat(self.ctx, a, b)
+        parts = []
+        nb1 = int(b.contents.nb[1])
+        for s in range(0, rows, n):
+            m = min(n, rows - s)
+            view = g.ggml_view_2d(self.ctx, b, ne_b[0], m, nb1, s * nb1)
+            parts.append(g.ggml_mul_mat(self.ctx, a, view))
+        while len(parts) > 1:  # a balanced tree keeps the copies at log2(chunks) passes
+            nxt = [g.ggml_concat(self.ctx, parts[i], parts[i + 1], 1) for i in range(0, len(parts) - 1, 2)]
+            if len(parts) % 2:
+                nxt.append(parts[-1])
+            parts = nxt
+        return parts[0]
+
+    def linear(self, x: Act, wname: str, bname: str | None = None) -> Act:
+        """y = W x (+ b) over channels; channels-last in and out."""
+        x = self.as_cl(x)
+        y = Act(self.mul_mat(self.w[wname], x.t), True)
+        return self.add_bias(y, bname) if bname else y
+
+    # ---- convolutions -------------------------------------------------------------------------------
+    def conv1d(self, x: Act, wname: str, bname: str, dilation: int = 1) -> Act:
+        """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says."""
+        p = self.w.prepared[wname]
+        if self.low.conv == "ktap":
+            cin, cout, k = p.ne
+        else:
+            kc, cout = p.ne
+            cin = x.C
+            k = kc // cin
+        pad = (k - 1) * dilation
+        T = x.T
+        if self.low.conv == "ktap":
+            xp = self.pad_left(self.as_cl(x), pad)
+            W = self.w[wname]
+            acc = None
+            for j in range(k):
+                wk = g.ggml_view_2d(self.ctx, W, cin, cout, int(W.contents.nb[1]), j * int(W.contents.nb[2]))
+                xs = self.time_view(xp, j * dilation, T)
+                if self.low.conv_src1 == "data":
+                    y = Act(self.mul_mat(wk, xs.t), True)
+                else:
+                    y = Act(self.mul_mat(xs.t, wk), False)
+                acc = y if acc is None else Act(g.ggml_add(self.ctx, acc.t, y.t), y.cl)
+            out = acc
+        else:
+            xp = self.pad_left(self.as_cf(x), pad)
+            dst = g.GGML_TYPE_F16 if self.low.conv == "im2col-f16" else g.GGML_TYPE_F32
+            kshape = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
+            cols = g.ggml_im2col(self.ctx, kshape, xp.t, 1, 0, 0, 0, dilation, 0, False, dst)
+            cols = g.ggml_reshape_2d(self.ctx, cols, k * cin, T)
+            if self.low.conv_src1 == "data":
+                out = Act(self.mul_mat(self.w[wname], cols), True)
+            else:
+                out = Act(self.mul_mat(cols, self.w[wname]), False)
+        return self.add_bias(out, bname)
+
+    def conv_transpose1d(self, x: Act, wname: str, bname: str, stride: int, kernel: int) -> Act:
+        """Causal ConvTranspose1d: full output trimmed by (kernel - stride) on the right."""
+        T = x.T
+        p = self.w.prepared[wname]
+        if self.low.convt == "direct":
+            cout = p.ne[1]
+            y = g.ggml_conv_transpose_1d(self.ctx, self.w[wname], self.as_cf(x).t, stride, 0, 1)
+            full = Act(g.ggml_reshape_2d(self.ctx, y, int(y.contents.ne[0]), cout), False)
+        else:
+            cout = p.ne[1] // kernel
+            cols = self.mul_mat(self.w[wname], self.as_cl(x).t)
+            full = Act(g.ggml_col2im_1d(self.ctx, cols, stride, cout, 0), False)
+        out = self.time_view(full, 0, T * stride) if kernel != stride else full
+        return self.add_bias(out, bname)
+
+    def depthwise_conv(self, x: Act, wname: str, bname: str) -> Act:
+        """Causal depthwise conv (ConvNeXt's dwconv): one multiply-add per tap, channels-last."""
+        W = self.w[wname]
+        C, k = (int(W.contents.ne[0]), int(W.contents.ne[1]))
+        xp = self.pad_left(self.as_cl(x), k - 1)
+        T = x.T
+        acc = None
+        for j in range(k):
+            wj = g.ggml_view_2d(self.ctx, W, C, 1, int(W.contents.nb[1]), j * int(W.contents.nb[1]))
+            y = g.ggml_mul(self.ctx, self.time_view(xp, j, T).t, wj)
+            acc = y if acc is None else g.ggml_add(self.ctx, acc, y)
+        return self.add_bias(Act(acc, True), bname)
+
+    # ---- activations --------------------------------------------------------------------------------
+    def snake(self, x: Act, prefix: str) -> Act:
+        """SnakeBeta: x + 1/(exp(beta)+1e-9) * sin(x * exp(alpha))^2."""
+        ctx = self.ctx
+        if self.low.snake == "folded":
+            a = self.chan(x, prefix + ".alpha")
+            inv_b = self.chan(x, prefix + ".beta")
+            s = g.ggml_sqr(ctx, g.ggml_sin(ctx, g.ggml_mul(ctx, x.t, a)))
+            return Act(g.ggml_add(ctx, x.t, g.ggml_mul(ctx, s, inv_b)), x.cl)
+        a = g.ggml_exp(ctx, self.chan(x, prefix + ".alpha"))
+        b = g.ggml_scale_bias(ctx, g.ggml_exp(ctx, self.chan(x, prefix + ".beta")), 1.0, 1e-9)
+        s = g.ggml_sqr(ctx, g.ggml_sin(ctx, g.ggml_mul(ctx, x.t, a)))
+        return Act(g.ggml_add(ctx, x.t, g.ggml_div(ctx, s, b)), x.cl)

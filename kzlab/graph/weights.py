@@ -1,0 +1,142 @@
+"""Weights as the graph uses them: laid out and typed for one lowering.
+
+A lowering decides which operand a weight is in a MUL_MAT and how it is laid out (im2col order, one
+matrix per tap, col2im order), and ggml's CPU kernels only accept some type pairs (an F16 im2col wants an
+F16 kernel; a kernel used as src1 must be F32 or match the vec-dot type). `prepare_weights` resolves all
+of that in numpy, before ggml sees anything, so an impossible combination never reaches a GGML_ASSERT.
+A weight whose stored layout and type are already the ones needed is passed through as the file's own
+memory-mapped bytes, with no copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kzlab.graph.options import Lowering
+from kzlab.model.weights import Model, Weight
+
+QK8_0 = 32
+SNAKE_EPS = 1e-9
+
+
+@dataclass
+class Prepared:
+    """One tensor to create in the weight context: ggml type name, ne (ggml order) and its bytes."""
+
+    name: str
+    type: str
+    ne: tuple[int, ...]
+    data: np.ndarray
+    role: str
+    zero_copy: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+
+def encode(values: np.ndarray, type_name: str) -> np.ndarray:
+    """float32 values (numpy order, last axis = ne0) as the bytes of a ggml type."""
+    v = np.ascontiguousarray(values, dtype=np.float32)
+    if type_name == "F32":
+        return v
+    if type_name == "F16":
+        return v.astype(np.float16)
+    if type_name == "BF16":
+        u = v.view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return u.astype(np.uint16)
+    if type_name == "Q8_0":
+        from gguf import GGMLQuantizationType
+        from gguf.quants import quantize
+
+        rows = v.reshape(-1, v.shape[-1])
+        return quantize(rows, GGMLQuantizationType.Q8_0)
+    raise ValueError(f"cannot encode {type_name}")
+
+
+def _pick_type(w: Weight, wtype: str, ne0: int, identity_layout: bool) -> str:
+    """The type a src0 matrix weight gets, given the requested wtype and its row length."""
+    if wtype == "native":
+        if w.type == "Q8_0" and not (identity_layout and ne0 % QK8_0 == 0):
+            return "Q8_0" if ne0 % QK8_0 == 0 else "F16"
+        return w.type
+    t = wtype.upper()
+    if t == "Q8_0" and ne0 % QK8_0:
+        return "F16"  # rows that are not whole Q8_0 blocks stay F16
+    return t
+
+
+def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str, identity: bool) -> Prepared:
+    """Build a Prepared tensor, reusing the file bytes when layout and type are unchanged."""
+    if identity and type_name == w.type:
+        return Prepared(name, type_name, ne, w.data, w.role, zero_copy=True)
+    return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
+
+
+def prepare_weights(model: Model, low: Lowering) -> dict[str, Prepared]:
+    """Every weight of the model, laid out and typed for `low`. Keys are the graph's weight names."""
+    out: dict[str, Prepared] = {}
+    for role, w in model.weights.items():
+        for p in _prepare_one(role, w, low):
+            out[p.name] = p
+    return out
+
+
+def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
+    shape = w.shape
+    if role.endswith(".codebook"):
+        t = w.type if w.type in ("F32", "F16", "Q8_0") else "F32"
+        return [_matrix(role, w, lambda a: a, (shape[1], shape[0]), t, True)]
+    if role.endswith("snake.alpha") or role.endswith("act1.alpha") or role.endswith("act2.alpha"):
+        a = w.f32()
+        return [Prepared(role, "F32", (shape[0],), np.exp(a) if low.snake == "folded" else a, role)]
+    if role.endswith(".beta"):
+        b = w.f32()
+        v = (1.0 / (np.exp(b) + SNAKE_EPS)).astype(np.float32) if low.snake == "folded" else b
+        return [Prepared(role, "F32", (shape[0],), v, role)]
+    if len(shape) == 1:
+        return [Prepared(role, "F32", (shape[0],), np.ascontiguousarray(w.f32()), role)]
+    if role.endswith("dwconv.weight"):  # [C, 1, K] -> ne [C, K]: one column per tap
+        C, _, K = shape
+        return [Prepared(role, "F32", (C, K), np.ascontiguousarray(w.f32().reshape(C, K).T), role)]
+    if role.endswith("convt.weight"):
+        return [_prepare_convt(role, w, low)]
+    if len(shape) == 3 and role.endswith(".weight"):
+        return [_prepare_conv(role, w, low)]
+    # linear [out, in] -> ne [in, out]
+    out_f, in_f = shape
+    t = _pick_type(w, low.wtype, in_f, True)
+    return [_matrix(role, w, lambda a: a, (in_f, out_f), t, True)]
+
+
+def _prepare_conv(role: str, w: Weight, low: Lowering) -> Prepared:
+    cout, cin, k = w.shape
+    if low.conv.startswith("im2col"):
+        # ggml's own kernel layout [K, Cin, Cout] seen as a [K*Cin, Cout] matrix: the file's bytes
+        if low.conv == "im2col-f16":
+            t = "F16"  # the F16 columns set the vec-dot type: the kernel must match
+        elif low.conv_src1 == "kernel":
+            t = "F32"  # src1 must be F32 when the columns are F32
+        else:
+            t = _pick_type(w, low.wtype, k * cin, True)
+        return _matrix(role, w, lambda a: a, (k * cin, cout), t, True)
+    # ktap: one [Cin, Cout] matrix per tap, ne [Cin, Cout, K]
+    t = "F32" if low.conv_src1 == "kernel" else _pick_type(w, low.wtype, cin, k == 1)
+    return _matrix(role, w, lambda a: a.transpose(2, 0, 1), (cin, cout, k), t, k == 1)
+
+
+def _prepare_convt(role: str, w: Weight, low: Lowering) -> Prepared:
+    cin, cout, k = w.shape
+    if low.convt == "direct":
+        # ggml_conv_transpose_1d takes the file layout [K, Cout, Cin] in F16 or F32
+        if low.wtype == "f32" or (low.wtype == "native" and w.type == "F32"):
+            t = "F32"
+        else:
+            t = "F16"
+        return _matrix(role, w, lambda a: a, (k, cout, cin), t, True)
+    # col2im: rows ordered oc*K + k, ne [Cin, Cout*K]
+    t = _pick_type(w, low.wtype, cin, False)
+    return _matrix(role, w, lambda a: a.transpose(1, 2, 0), (cin, cout * k), t, False)

@@ -1,0 +1,256 @@
+"""A loaded decoder: hyperparameters plus weights under canonical roles, still memory-mapped from the file.
+
+Loading maps the file's names through a layout (`kzlab.formats.layout`), derives the hyperparameters
+from the shapes, then checks every role's presence, shape and dtype, so that the graph builders can trust
+what they get. Nothing is converted here except codebooks that come with usage counts (divided once, as
+upstream does at every decode).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kzlab.errors import InvalidModelError, LayoutError
+from kzlab.formats import reader
+from kzlab.formats.layout import LayoutMap, builtin_layouts, get_layout
+from kzlab.model.hparams import HParams, hparams_from
+from kzlab.model.roles import Role, decoder_roles
+
+QK8_0 = 32
+
+
+@dataclass
+class Weight:
+    """One canonical tensor. `data` is the file's bytes (a view) in PyTorch order; see `f32()`."""
+
+    role: str
+    source: str
+    type: str
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+    def f32(self) -> np.ndarray:
+        """The values as float32 (dequantized for Q8_0, widened for F16/BF16)."""
+        return to_f32(self.type, self.data, self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def to_f32(type_name: str, data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if type_name == "F32":
+        return np.asarray(data, dtype=np.float32).reshape(shape)
+    if type_name == "F16":
+        return np.asarray(data).astype(np.float32).reshape(shape)
+    if type_name == "BF16":
+        return (np.asarray(data).astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if type_name == "Q8_0":
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        return dequantize(np.asarray(data), GGMLQuantizationType.Q8_0).reshape(shape).astype(np.float32)
+    raise InvalidModelError(f"tensor type {type_name} is not supported (F32, F16, BF16, Q8_0)")
+
+
+@dataclass
+class Model:
+    """The decoder as a file holds it: what every later stage starts from."""
+
+    path: Path
+    layout: str
+    hparams: HParams
+    weights: dict[str, Weight]
+    metadata: dict[str, Any]
+    file_size: int
+    architecture: str | None
+    kind: str = "gguf"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_params(self) -> int:
+        return sum(w.n_elements for r, w in self.weights.items() if not r.endswith(".usage"))
+
+    def dtype_histogram(self) -> dict[str, int]:
+        """Tensor count per stored type."""
+        return dict(Counter(w.type for w in self.weights.values()))
+
+    def dtype_bytes(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for w in self.weights.values():
+            out[w.type] += w.nbytes
+        return dict(out)
+
+    def __getitem__(self, role: str) -> Weight:
+        return self.weights[role]
+
+    def info(self) -> dict[str, Any]:
+        """What `kzlab info` prints."""
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "layout": self.layout,
+            "architecture": self.architecture,
+            "file_size": self.file_size,
+            "n_params": self.n_params,
+            "n_tensors": len(self.weights),
+            "dtypes": self.dtype_histogram(),
+            "dtype_bytes": self.dtype_bytes(),
+            "hparams": self.hparams.to_dict(),
+            "notes": list(self.notes),
+        }
+
+
+def detect_layout(raw: reader.RawFile) -> LayoutMap | None:
+    """The built-in dialect that fits this file (architecture and tensor names), if any."""
+    names = list(raw.tensors)
+    best: tuple[int, LayoutMap] | None = None
+    for lm in builtin_layouts():
+        if not lm.matches(raw.architecture, names):
+            continue
+        mapped = sum(1 for n in names if lm.role_of(n) is not None)
+        if best is None or mapped > best[0]:
+            best = (mapped, lm)
+    return best[1] if best else None
+
+
+def _normalise(role: str, kind: str | None, t: reader.RawTensor) -> tuple[int, ...]:
+    """Drop the size-1 kernel axis some converters keep on 1x1 projections."""
+    shape = t.shape
+    if kind == "linear" and len(shape) == 3 and shape[2] == 1:
+        return shape[:2]
+    if kind == "linear" and len(shape) == 3 and shape[0] == 1:
+        return shape[1:]
+    return shape
+
+
+_KIND_HINT = {"output_proj.weight": "linear", "input_proj.weight": "linear"}
+
+
+def load_model(
+    path: str | Path,
+    layout: str | Path | LayoutMap | None = None,
+    check_finite: bool = True,
+    infer: bool = True,
+) -> Model:
+    """Read a decoder file and map it to canonical roles.
+
+    `layout` names a built-in dialect or a TOML map; without it the dialect is detected, and files no
+    dialect fits go through structural inference (`kzlab.formats.infer`) when `infer` is true.
+    """
+    raw = reader.read(path)
+    notes: list[str] = []
+    if layout is not None:
+        lm = get_layout(layout)
+    else:
+        lm = detect_layout(raw)
+        if lm is None:
+            if not infer:
+                raise LayoutError(
+                    f"{raw.path}: no known layout fits this file (architecture {raw.architecture!r}); "
+                    "give one with layout=... or run `kzlab layout infer`"
+                )
+            from kzlab.formats.infer import infer_layout
+
+            proposal = infer_layout(raw)
+            lm = proposal.layout
+            notes.append(f"layout inferred from structure: {proposal.summary()}")
+            warnings.warn(f"{raw.path}: unknown tensor names; {proposal.summary()}", stacklevel=2)
+    mapping, unmapped = lm.apply(raw.tensors)
+    if unmapped:
+        shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
+        notes.append(f"{len(unmapped)} tensors not used by the decoder: {shown}")
+    return model_from_mapping(raw, lm.name, mapping, notes, check_finite)
+
+
+def model_from_mapping(
+    raw: reader.RawFile, layout_name: str, mapping: dict[str, str], notes: list[str], check_finite: bool = True
+) -> Model:
+    src = str(raw.path)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for role, name in mapping.items():
+        kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
+        shapes[role] = _normalise(role, kind, raw.tensors[name])
+    hp = hparams_from(shapes, raw.metadata, src)
+    roles = {r.name: r for r in decoder_roles(hp)}
+    extra = sorted(set(mapping) - set(roles))
+    if extra:
+        raise LayoutError(f"{src}: tensors map to roles this decoder does not have: {', '.join(extra[:8])}")
+    weights: dict[str, Weight] = {}
+    for role in roles.values():
+        if role.name not in mapping:
+            if role.optional:
+                continue
+            raise InvalidModelError(
+                f"{src}: required tensor for role '{role.name}' (shape {list(role.shape)}) is missing"
+            )
+        t = raw.tensors[mapping[role.name]]
+        weights[role.name] = _checked_weight(src, role, t)
+    _divide_codebooks(weights, hp)
+    if check_finite:
+        for w in weights.values():
+            if w.type in ("F32", "F16") and not np.isfinite(w.data).all():
+                bad = int((~np.isfinite(w.data)).sum())
+                notes.append(f"tensor '{w.source}' ({w.role}) has {bad} NaN/Inf values")
+                warnings.warn(f"{src}: tensor '{w.source}' ({w.role}) has {bad} NaN/Inf values", stacklevel=3)
+    return Model(
+        path=raw.path,
+        layout=layout_name,
+        hparams=hp,
+        weights=weights,
+        metadata=raw.metadata,
+        file_size=raw.file_size,
+        architecture=raw.architecture,
+        kind=raw.kind,
+        notes=notes,
+    )
+
+
+def _checked_weight(src: str, role: Role, t: reader.RawTensor) -> Weight:
+    if t.type not in reader.SUPPORTED_TYPES:
+        raise InvalidModelError(
+            f"{src}: tensor '{t.name}' ({role.name}) has type {t.type}; kzlab computes with "
+            f"{', '.join(reader.SUPPORTED_TYPES)}"
+        )
+    shape = t.shape
+    if shape != role.shape:
+        squeezed = tuple(d for d in shape if d != 1)
+        want = tuple(d for d in role.shape if d != 1)
+        if squeezed != want:
+            raise InvalidModelError(
+                f"{src}: tensor '{t.name}' ({role.name}) has shape {list(shape)}, expected {list(role.shape)}"
+            )
+        shape = role.shape
+    if t.type == "Q8_0":
+        if role.shape[-1] % QK8_0:
+            raise InvalidModelError(
+                f"{src}: tensor '{t.name}' is Q8_0 but its rows ({role.shape[-1]}) are not blocks of 32"
+            )
+        data = t.data
+    else:
+        data = t.data.reshape(shape)
+    if role.kind in ("vector", "usage") and t.type != "F32":
+        data, ttype = to_f32(t.type, t.data, shape), "F32"
+        return Weight(role.name, t.name, ttype, shape, data)
+    return Weight(role.name, t.name, t.type, shape, data)
+
+
+def _divide_codebooks(weights: dict[str, Weight], hp: HParams) -> None:
+    """Codebooks stored as (embedding_sum, cluster_usage) become embedding_sum / max(usage, 1e-5)."""
+    for prefix in ["vq.first"] + [f"vq.rest.{i}" for i in range(hp.num_quantizers - 1)]:
+        usage = weights.pop(f"{prefix}.usage", None)
+        if usage is None:
+            continue
+        cb = weights[f"{prefix}.codebook"]
+        divided = cb.f32() / np.maximum(usage.f32(), 1e-5)[:, None]
+        weights[f"{prefix}.codebook"] = Weight(cb.role, cb.source, "F32", cb.shape, divided.astype(np.float32))

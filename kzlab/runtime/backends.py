@@ -1,0 +1,274 @@
+"""Backends by name, and the two ways kzlab computes a graph with them.
+
+Names: `cpu`, `blas` (ggml's BLAS backend: MUL_MAT only, so it always runs under the scheduler with the
+CPU), `rpc://HOST:PORT` (a remote ggml server, e.g. `kzlab rpc-server` or llama.cpp's `rpc-server`), and
+any other device the ggml build registered (CUDA, Vulkan, Metal...), found through the backend registry
+and never assumed.
+
+Plain mode computes the whole graph on one backend with its own graph allocator; scheduler mode hands the
+graph to `ggml_backend_sched` over an ordered list of backends (CPU last), whose node assignment kzlab
+reads back afterwards.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from ggml import ggml as g
+
+from kzlab.errors import BackendError, InvalidOptionError
+
+RPC_RX = re.compile(r"^rpc://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+SCHED_GRAPH_SIZE = 32768
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def registered_devices() -> list[dict[str, Any]]:
+    """Every device of this ggml build: name, description, type (cpu / gpu / accel)."""
+    kinds = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+    out = []
+    for i in range(g.ggml_backend_dev_count()):
+        d = g.ggml_backend_dev_get(i)
+        out.append(
+            {
+                "name": g.ggml_backend_dev_name(d).decode(),
+                "description": g.ggml_backend_dev_description(d).decode(),
+                "type": kinds.get(int(g.ggml_backend_dev_type(d)), str(g.ggml_backend_dev_type(d))),
+            }
+        )
+    return out
+
+
+def available_backends() -> list[str]:
+    """Backend names usable here (rpc needs an address and is listed as `rpc://HOST:PORT`)."""
+    names = []
+    for d in registered_devices():
+        n = d["name"].lower()
+        if n == "cpu":
+            names.append("cpu")
+        elif n == "blas":
+            names.append("blas")
+        elif not n.startswith("rpc"):
+            names.append(n)
+    if hasattr(g, "ggml_backend_rpc_init") and getattr(g, "GGML_USE_RPC", True):
+        names.append("rpc://HOST:PORT")
+    return names
+
+
+def parse_rpc(spec: str) -> tuple[str, int]:
+    m = RPC_RX.match(spec)
+    if not m:
+        raise InvalidOptionError(f"bad RPC address {spec!r}: expected rpc://HOST:PORT, e.g. rpc://127.0.0.1:50052")
+    port = int(m.group("port"))
+    if not 0 < port < 65536:
+        raise InvalidOptionError(f"bad RPC port {port} in {spec!r}")
+    return m.group("host").strip("[]"), port
+
+
+def check_reachable(host: str, port: int, timeout: float = 3.0) -> None:
+    """Fail fast (and cleanly) when nothing listens at the RPC address; ggml would block or abort."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        raise BackendError(f"RPC server rpc://{host}:{port} is not reachable: {e}") from None
+
+
+@dataclass
+class Backend:
+    name: str  # kzlab's name: cpu, blas, rpc://..., cuda0 ...
+    handle: Any
+    device: Any = None
+
+    @property
+    def ggml_name(self) -> str:
+        return g.ggml_backend_name(self.handle).decode()
+
+
+def _init_device(dev_name: str) -> Backend:
+    dev = g.ggml_backend_dev_by_name(dev_name.encode())
+    if not dev:
+        raise BackendError(f"backend {dev_name!r} is not in this ggml build ({', '.join(available_backends())})")
+    h = g.ggml_backend_dev_init(dev, None)
+    if not h:
+        raise BackendError(f"backend {dev_name!r} could not be initialised")
+    return Backend(dev_name.lower(), h, dev)
+
+
+def init_backend(name: str, threads: int) -> Backend:
+    n = name.strip()
+    low = n.lower()
+    if low == "cpu":
+        b = _init_device("CPU")
+        g.ggml_backend_cpu_set_n_threads(b.handle, threads)
+        return Backend("cpu", b.handle, b.device)
+    if low == "blas":
+        b = _init_device("BLAS")
+        g.ggml_backend_blas_set_n_threads(b.handle, threads)
+        return Backend("blas", b.handle, b.device)
+    if low.startswith("rpc"):
+        host, port = parse_rpc(n)
+        check_reachable(host, port)
+        h = g.ggml_backend_rpc_init(f"{host}:{port}".encode(), 0)
+        if not h:
+            raise BackendError(f"could not connect a ggml RPC backend to {host}:{port}")
+        return Backend(f"rpc://{host}:{port}", h, g.ggml_backend_get_device(h))
+    for d in registered_devices():
+        if d["name"].lower() == low:
+            return _init_device(d["name"])
+    raise InvalidOptionError(f"unknown backend {name!r}: available here: {', '.join(available_backends())}")
+
+
+@dataclass
+class BackendSet:
+    """The backends of one session and how graphs are run on them."""
+
+    backends: list[Backend]
+    use_sched: bool
+    op_offload: bool
+    threads: int
+    weights_index: int = 0
+    sched: Any = None
+    _keep: list = field(default_factory=list)
+
+    @property
+    def primary(self) -> Backend:
+        return self.backends[0]
+
+    @property
+    def weights_backend(self) -> Backend:
+        return self.backends[self.weights_index]
+
+    @property
+    def weights_buft(self):
+        return g.ggml_backend_get_default_buffer_type(self.weights_backend.handle)
+
+    @property
+    def weights_name(self) -> str:
+        return self.weights_backend.name
+
+    def describe(self) -> str:
+        names = "+".join(b.name for b in self.backends)
+        return f"sched[{names}]" if self.use_sched else names
+
+    def cpu(self) -> Backend | None:
+        return next((b for b in self.backends if b.name == "cpu"), None)
+
+    def set_abort_callback(self, cb) -> None:
+        self._keep.append(cb)
+        c = self.cpu()
+        if c is not None:
+            g.ggml_backend_cpu_set_abort_callback(c.handle, cb, None)
+
+    # ---- allocation and compute ----------------------------------------------------------------------------
+    def _new_sched(self) -> None:
+        n = len(self.backends)
+        arr = (g.ggml_backend_t_ctypes * n)(*[b.handle for b in self.backends])
+        self._keep.append(arr)
+        self.sched = g.ggml_backend_sched_new(arr, None, n, SCHED_GRAPH_SIZE, False, self.op_offload)
+        if not self.sched:
+            raise BackendError(f"could not create a scheduler over {self.describe()}")
+
+    def allocate(self, bg) -> None:
+        if self.use_sched:
+            if self.sched is None:
+                self._new_sched()
+            if not g.ggml_backend_sched_reserve(self.sched, bg.gf):
+                raise BackendError(f"the scheduler could not reserve memory for this graph on {self.describe()}")
+            return
+        alloc = g.ggml_gallocr_new(g.ggml_backend_get_default_buffer_type(self.primary.handle))
+        if not g.ggml_gallocr_alloc_graph(alloc, bg.gf):
+            g.ggml_gallocr_free(alloc)
+            raise BackendError(f"could not allocate the compute buffer on {self.describe()}")
+        bg.allocator = alloc
+        bg.compute_bytes = int(g.ggml_gallocr_get_buffer_size(alloc, 0))
+
+    def prepare(self, bg) -> None:
+        """Make `bg`'s tensors live before inputs are set (the scheduler allocates per run)."""
+        if self.use_sched:
+            g.ggml_backend_sched_reset(self.sched)
+            if not g.ggml_backend_sched_alloc_graph(self.sched, bg.gf):
+                raise BackendError(f"the scheduler could not allocate this graph on {self.describe()}")
+            bg.compute_bytes = sum(
+                int(g.ggml_backend_sched_get_buffer_size(self.sched, b.handle)) for b in self.backends
+            )
+
+    def compute(self, bg) -> int:
+        if self.use_sched:
+            return int(g.ggml_backend_sched_graph_compute(self.sched, bg.gf))
+        return int(g.ggml_backend_graph_compute(self.primary.handle, bg.gf))
+
+    def release(self, bg) -> None:
+        if bg.allocator is not None:
+            g.ggml_gallocr_free(bg.allocator)
+            bg.allocator = None
+
+    def free(self) -> None:
+        if self.sched is not None:
+            g.ggml_backend_sched_free(self.sched)
+            self.sched = None
+        for b in self.backends:
+            if b.handle:
+                g.ggml_backend_free(b.handle)
+                b.handle = None
+        self.backends = []
+
+
+def open_backends(
+    spec: str | list[str],
+    threads: int | None = None,
+    sched: bool | None = None,
+    op_offload: bool = True,
+    weights_on: str | None = None,
+) -> BackendSet:
+    """Open the backends named by `spec` ("cpu", "blas", "rpc://h:p", or a priority list ending in cpu)."""
+    if threads is None:
+        threads = default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InvalidOptionError(f"threads={threads!r}: expected an integer >= 1")
+    names = [spec] if isinstance(spec, str) else list(spec)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise InvalidOptionError(f"backend={spec!r}: expected a name or a list of names")
+    names = [n.strip() for n in names]
+    for n in names:
+        if n.lower().startswith("rpc"):
+            parse_rpc(n)
+        elif n.lower() not in [a.lower() for a in available_backends()]:
+            raise InvalidOptionError(f"unknown backend {n!r}: available here: {', '.join(available_backends())}")
+    if "blas" in [n.lower() for n in names] and sched is False:
+        raise InvalidOptionError("the blas backend computes MUL_MAT only: it needs sched=True (with the CPU)")
+    use_sched = bool(sched) or len(names) > 1 or names[0].lower() == "blas"
+    if use_sched and names[-1].lower() != "cpu":
+        names.append("cpu")
+    if len({n.lower() for n in names}) != len(names):
+        raise InvalidOptionError(f"backend list {names} names a backend twice")
+    opened: list[Backend] = []
+    try:
+        for n in names:
+            opened.append(init_backend(n, threads))
+    except BaseException:
+        for b in opened:
+            g.ggml_backend_free(b.handle)
+        raise
+    windex = 0
+    if weights_on is not None:
+        wl = weights_on.lower()
+        idx = [i for i, b in enumerate(opened) if b.name == wl or b.name.startswith(wl)]
+        if not idx:
+            for b in opened:
+                g.ggml_backend_free(b.handle)
+            raise InvalidOptionError(f"weights_on={weights_on!r} is not one of {[b.name for b in opened]}")
+        windex = idx[0]
+    return BackendSet(opened, use_sched, op_offload, threads, windex)
+
+
+def as_ctypes_backend(b: Backend) -> ctypes.c_void_p:
+    return b.handle

@@ -1,0 +1,193 @@
+"""A Session: one model, one lowering, one backend setup; graphs built and allocated once per shape.
+
+The session owns the ggml objects (weight buffer, graphs, allocators, backends) and frees them together.
+Building a graph and allocating it are done once per (start stage, frames) and reused across calls, so a
+sweep over many inputs of one length pays for allocation once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ggml import ggml as g
+
+from kzlab.errors import BackendError, Cancelled
+from kzlab.graph.blocks import build_decoder
+from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors
+from kzlab.graph.options import Lowering
+from kzlab.graph.weights import prepare_weights
+from kzlab.model.weights import Model
+from kzlab.runtime.backends import BackendSet, open_backends
+
+
+@dataclass
+class BuiltGraph:
+    """A graph for one (start, frames), allocated and ready to run."""
+
+    builder: GraphBuilder
+    gf: Any
+    frames: int
+    start: str
+    layers: list[LayerRecord]
+    outputs: dict[str, Act]
+    allocator: Any = None
+    compute_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(g.ggml_graph_n_nodes(self.gf))
+
+    def nodes(self) -> list:
+        return [g.ggml_graph_node(self.gf, i) for i in range(self.n_nodes)]
+
+
+class Session:
+    """Runs the decoder graph on a chosen backend setup (see `kzlab.runtime.backends`)."""
+
+    def __init__(
+        self,
+        model: Model,
+        lowering: Lowering | None = None,
+        backend: str | list[str] = "cpu",
+        threads: int | None = None,
+        sched: bool | None = None,
+        op_offload: bool = True,
+        weights_on: str | None = None,
+    ):
+        self.model = model
+        self.lowering = lowering or Lowering()
+        self.backends: BackendSet = open_backends(backend, threads, sched, op_offload, weights_on)
+        self._lock = threading.RLock()
+        self._graphs: dict[tuple[str, int], BuiltGraph] = {}
+        self.weights: WeightTensors | None = None
+        self._abort = False
+        self._abort_cb = g.ggml_abort_callback(lambda _data: self._abort)
+        self.backends.set_abort_callback(self._abort_cb)
+
+    # ---- weights ------------------------------------------------------------------------------------------
+    def _ensure_weights(self) -> WeightTensors:
+        if self.weights is None:
+            wt = WeightTensors(prepare_weights(self.model, self.lowering))
+            buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
+            if not buf:
+                wt.free()
+                raise BackendError(
+                    f"could not allocate {wt.nbytes() / 1e6:.1f} MB of weights on {self.backends.weights_name}"
+                )
+            g.ggml_backend_buffer_set_usage(buf, g.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+            wt.buffer = buf
+            try:
+                wt.upload()
+            except Exception as e:
+                wt.free()
+                raise BackendError(f"uploading weights to {self.backends.weights_name} failed: {e}") from e
+            self.weights = wt
+        return self.weights
+
+    # ---- graphs -------------------------------------------------------------------------------------------
+    def graph(self, frames: int, start: str = "quantizer") -> BuiltGraph:
+        """The built and allocated graph for this shape (cached)."""
+        key = (start, frames)
+        with self._lock:
+            if key in self._graphs:
+                return self._graphs[key]
+            wt = self._ensure_weights()
+            b = GraphBuilder(wt, self.lowering)
+            try:
+                wav = build_decoder(b, self.model.hparams, frames, start)
+                gf = b.finish(wav)
+            except Exception:
+                b.free()
+                raise
+            built = BuiltGraph(b, gf, frames, start, b.layers, b.outputs)
+            self.backends.allocate(built)
+            self._graphs[key] = built
+            return built
+
+    def release_graphs(self) -> None:
+        with self._lock:
+            for bg in self._graphs.values():
+                self.backends.release(bg)
+                bg.builder.free()
+            self._graphs.clear()
+
+    # ---- running ------------------------------------------------------------------------------------------
+    def set_inputs(self, bg: BuiltGraph, inputs: dict[str, np.ndarray]) -> None:
+        hp = self.model.hparams
+        T = bg.frames
+        feed = dict(inputs)
+        if "pos" in bg.builder.inputs:
+            feed["pos"] = np.arange(T, dtype=np.int32)
+            q = np.arange(T)[:, None]
+            k = np.arange(T)[None, :]
+            allowed = (k <= q) & (k > q - hp.sliding_window)
+            feed["mask"] = np.where(allowed, 0.0, -np.inf).astype(np.float32)
+        for name, t in bg.builder.inputs.items():
+            if name not in feed:
+                raise KeyError(f"graph input {name!r} was not given")
+            a = np.ascontiguousarray(feed[name])
+            if a.nbytes != g.ggml_nbytes(t):
+                raise AssertionError(f"input {name}: {a.nbytes} bytes for a tensor of {g.ggml_nbytes(t)}")
+            g.ggml_backend_tensor_set(t, a.ctypes.data, 0, a.nbytes)
+
+    def compute(self, bg: BuiltGraph) -> None:
+        """Run the graph once (inputs already set). KeyboardInterrupt aborts the graph cleanly."""
+        self._abort = False
+        try:
+            status = self.backends.compute(bg)
+        except KeyboardInterrupt:
+            self._abort = True
+            raise Cancelled("decode interrupted") from None
+        if self._abort or status == g.GGML_STATUS_ABORTED:
+            raise Cancelled("decode interrupted")
+        if status != g.GGML_STATUS_SUCCESS:
+            raise BackendError(f"graph compute failed on {self.backends.describe()} (status {status})")
+
+    def read(self, a: Act) -> np.ndarray:
+        """An activation as a torch-order [C, T] float32 array."""
+        t = a.t
+        ne0, ne1 = int(t.contents.ne[0]), int(t.contents.ne[1])
+        out = np.empty((ne1, ne0), dtype=np.float32)
+        g.ggml_backend_tensor_get(t, out.ctypes.data_as(ctypes.c_void_p), 0, out.nbytes)
+        return np.ascontiguousarray(out.T) if a.cl else out
+
+    def run(
+        self, frames: int, inputs: dict[str, np.ndarray], start: str = "quantizer", stages: bool = False
+    ) -> dict[str, np.ndarray]:
+        with self._lock:
+            bg = self.graph(frames, start)
+            self.backends.prepare(bg)
+            self.set_inputs(bg, inputs)
+            self.compute(bg)
+            if stages:
+                return {k: self.read(a) for k, a in bg.outputs.items()}
+            return {"wav": self.read(bg.outputs["wav"])}
+
+    def cancel(self) -> None:
+        """Ask a running compute to stop at the next node boundary (thread-safe)."""
+        self._abort = True
+
+    def close(self) -> None:
+        with self._lock:
+            self.release_graphs()
+            if self.weights is not None:
+                self.weights.free()
+                self.weights = None
+            self.backends.free()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort; explicit close() is preferred
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,89 @@
+"""Shared fixtures: the reference data in tests/data and decoders built from it once per session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).parent / "data"
+TINY = DATA / "qwen3-tts-12hz-tiny"
+FULL = DATA / "qwen3-tts-12hz-full"
+
+
+def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
+    """10 log10(sum ref^2 / sum (out - ref)^2), the bound the issues state."""
+    out = np.asarray(out, dtype=np.float64).reshape(-1)
+    ref = np.asarray(ref, dtype=np.float64).reshape(-1)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    err = np.sum((out - ref) ** 2)
+    return float("inf") if err == 0 else float(10 * np.log10(np.sum(ref**2) / err))
+
+
+@pytest.fixture(scope="session")
+def ref():
+    return dict(np.load(TINY / "reference.npz"))
+
+
+@pytest.fixture(scope="session")
+def full_ref():
+    return dict(np.load(FULL / "reference.npz"))
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kzlab")
+
+
+@pytest.fixture(scope="session")
+def converted(workdir):
+    """`kzlab convert` of the tiny HF checkpoint, per outtype."""
+    from kzlab.formats.convert import convert
+
+    out = {}
+    for t in ("f32", "f16", "q8_0"):
+        out[t] = convert(TINY / "hf", workdir / f"tiny-{t}.gguf", outtype=t)
+    return out
+
+
+@pytest.fixture(scope="session")
+def qwen3tts_cpp_files(workdir):
+    """Files in the qwen3-tts.cpp / koboldcpp layout, written from hf/ (see helpers)."""
+    from helpers import write_qwen3tts_cpp
+
+    return {
+        "f16": write_qwen3tts_cpp(TINY / "hf", workdir / "q3cpp-f16.gguf", "f16", usage=True),
+        "q8_0": write_qwen3tts_cpp(TINY / "hf", workdir / "q3cpp-q8_0.gguf", "q8_0", usage=False),
+        "f32": write_qwen3tts_cpp(TINY / "hf", workdir / "q3cpp-f32.gguf", "f32", usage=True),
+    }
+
+
+@pytest.fixture(scope="session")
+def full_synth(workdir):
+    """The full-size synthetic decoder (F16), shared by the slow tests."""
+    from kzlab.formats.synth import synth
+
+    return synth(workdir / "full-f16.gguf", preset="qwen3-tts-12hz", dtype="f16", seed=0)
+
+
+def run_cli(*args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run `python -m kzlab.cli ...` in a subprocess (a crash there cannot take the test run down)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    p = subprocess.run(
+        [sys.executable, "-m", "kzlab.cli", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    if check and p.returncode != 0:
+        raise AssertionError(f"kzlab {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _quiet_hparam_warnings():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*metadata says.*")
+        yield

@@ -18,6 +18,30 @@ from kzlab.errors import (
 from kzlab.graph.options import Lowering
 from kzlab.model.weights import load_model
 
+#: public names that live in heavier modules, imported on first use (keeps `import kzlab` fast)
+_LAZY = {
+    "profile": "kzlab.analysis.api",
+    "Profile": "kzlab.analysis.api",
+    "simulate": "kzlab.analysis.placement.api",
+    "Placement": "kzlab.analysis.placement.api",
+    "Workbench": "kzlab.ui.workbench",
+    "audio_to_latent": "kzlab.formats.known_answer",
+    "report": "kzlab.report",
+    "plots": "kzlab.plots",
+    "infer_layout": "kzlab.formats.infer",
+}
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kzlab' has no attribute {name!r}")
+    import importlib
+
+    m = importlib.import_module(mod)
+    return m if mod.endswith("." + name) else getattr(m, name)
+
+
 __all__ = [
     "BackendError",
     "Cancelled",

@@ -32,3 +32,24 @@ def read_wav(path: str | Path, sample_rate: int | None = 24000) -> tuple[np.ndar
     if sample_rate is not None and sr != sample_rate:
         raise InvalidInputError(f"{p}: sample rate {sr} Hz; kzlab expects {sample_rate} Hz")
     return data.mean(axis=1).astype(np.float32), sr
+
+
+def wav_bytes(wav: np.ndarray, sample_rate: int = 24000, subtype: str = "PCM_16") -> bytes:
+    """Samples as a WAV file in memory (for inline players: 16-bit PCM is half the size of float and plenty
+    for listening). Samples outside [-1, 1] are clipped, as the decoder's own output is."""
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(np.asarray(wav, dtype=np.float32), -1, 1), sample_rate, format="WAV", subtype=subtype)
+    return buf.getvalue()
+
+
+def wav_length(data: bytes) -> int:
+    """Number of samples in WAV bytes (e.g. what an Audio widget holds)."""
+    import io
+
+    import soundfile as sf
+
+    return int(sf.info(io.BytesIO(data)).frames)

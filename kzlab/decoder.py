@@ -16,7 +16,9 @@ from kzlab.errors import InvalidInputError
 from kzlab.graph.blocks import stage_input_shape, stage_names
 from kzlab.graph.options import Lowering
 from kzlab.model.weights import Model, load_model
+from kzlab.runtime.remote import RemoteSession, uses_rpc
 from kzlab.runtime.session import Session
+from kzlab.validate import check_session_budget, parse_budget
 
 STAGE_ALIASES = {"latent": "decoder.0", "codes": "quantizer"}
 
@@ -32,7 +34,10 @@ class DecodeOutput:
 
 def validate_codes(codes, hp) -> np.ndarray:
     """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong."""
-    a = np.asarray(codes)
+    try:
+        a = np.asarray(codes)
+    except (ValueError, TypeError) as e:  # ragged nested lists and the like
+        raise InvalidInputError(f"codes must be an integer array of shape [{hp.num_quantizers}, T]; {e}") from None
     if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
         if np.issubdtype(a.dtype, np.floating) and a.size and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
             raise InvalidInputError(
@@ -72,9 +77,17 @@ class Decoder:
         sched: bool | None = None,
         op_offload: bool = True,
         weights_on: str | None = None,
+        memory_budget: int | str | None = None,
+        rpc_timeout: float | None = None,
     ):
         self.model = model
-        self.session = Session(model, lowering, backend, threads, sched, op_offload, weights_on)
+        #: bytes (or '4GB'); None: kzlab.validate's default, a share of the RAM available at each decode
+        self.memory_budget = memory_budget
+        parse_budget(memory_budget)
+        if uses_rpc(backend):  # ggml aborts the process when an RPC server goes away: keep that in a worker
+            self.session = RemoteSession(model, lowering, backend, threads, sched, op_offload, weights_on, rpc_timeout)
+        else:
+            self.session = Session(model, lowering, backend, threads, sched, op_offload, weights_on)
 
     @property
     def hparams(self):
@@ -106,7 +119,7 @@ class Decoder:
             if intermediates:
                 raise InvalidInputError("intermediates are not available with chunked=True")
             return self._decode_chunked(c, chunk_size, left_context)
-        out = self.session.run(c.shape[1], {"codes": c}, stages=intermediates)
+        out = self._run(c.shape[1], {"codes": c}, stages=intermediates)
         wav = out.pop("wav")[0]
         return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
 
@@ -129,9 +142,7 @@ class Decoder:
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"the input of {stage} contains NaN or Inf")
         frames = self._frames_for(stage, a.shape[1])
-        out = self.session.run(
-            frames, {"x": np.ascontiguousarray(a, dtype=np.float32)}, start=stage, stages=intermediates
-        )
+        out = self._run(frames, {"x": np.ascontiguousarray(a, dtype=np.float32)}, start=stage, stages=intermediates)
         wav = out.pop("wav")[0]
         return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
 
@@ -155,10 +166,17 @@ class Decoder:
             end = min(start + chunk_size, T)
             ctx = left_context if start - left_context > 0 else start
             part = np.ascontiguousarray(codes[:, start - ctx : end])
-            wav = self.session.run(part.shape[1], {"codes": part})["wav"][0]
+            wav = self._run(part.shape[1], {"codes": part})["wav"][0]
             pieces.append(wav[ctx * up :])
             start = end
         return np.concatenate(pieces)
+
+    def _run(self, frames: int, inputs: dict, start: str = "quantizer", stages: bool = False) -> dict:
+        """session.run behind the memory-budget check (a worker session checks in its own process)."""
+        if isinstance(self.session, RemoteSession):
+            return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget)
+        check_session_budget(self.session, frames, start, self.memory_budget)
+        return self.session.run(frames, inputs, start, stages)
 
     def close(self) -> None:
         self.session.close()
@@ -186,10 +204,13 @@ def load(
     sched=None,
     op_offload: bool = True,
     weights_on: str | None = None,
+    memory_budget: int | str | None = None,
+    overrides: dict | None = None,
     **lowering_kw,
 ) -> Decoder:
-    """Load a decoder file (GGUF or HF directory) and bind it to a backend: the main entry point."""
+    """Load a decoder file (GGUF or HF directory) and bind it to a backend: the main entry point.
+    `overrides` gives hyperparameters the file cannot tell, e.g. `{"num_heads": 4}`."""
     if lowering_kw:
         lowering = (lowering or Lowering()).replace(**lowering_kw)
-    model = load_model(path, layout=layout)
-    return Decoder(model, lowering, backend, threads, sched, op_offload, weights_on)
+    model = load_model(path, layout=layout, overrides=overrides)
+    return Decoder(model, lowering, backend, threads, sched, op_offload, weights_on, memory_budget)

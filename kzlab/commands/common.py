@@ -32,6 +32,7 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
     g.add_argument("--conv-src1", choices=CONV_SRC1_CHOICES, default=d.conv_src1, help=HELP["conv_src1"])
     g.add_argument("--convt", choices=CONVT_CHOICES, default=d.convt, help=HELP["convt"])
     g.add_argument("--mm-chunk", type=int, default=d.mm_chunk, metavar="N", help=HELP["mm_chunk"])
+    g.add_argument("--conv-tile", type=int, default=d.conv_tile, metavar="N", help=HELP["conv_tile"])
     g.add_argument("--snake", choices=SNAKE_CHOICES, default=d.snake, help=HELP["snake"])
     g.add_argument("--wtype", choices=WTYPE_CHOICES, default=d.wtype, help=HELP["wtype"])
 
@@ -42,6 +43,7 @@ def lowering_from(args: argparse.Namespace) -> Lowering:
         conv_src1=args.conv_src1,
         convt=args.convt,
         mm_chunk=args.mm_chunk,
+        conv_tile=args.conv_tile,
         snake=args.snake,
         wtype=args.wtype,
     )

@@ -13,6 +13,10 @@ A map is a small TOML file. Its `[tensors]` table maps a regular expression over
     [tensors]
     'kz\\.bigvgan\\.(\\d+)\\.res\\.(\\d+)\\.conv1\\.w' = "dec.{1+1}.res.{2}.conv1.weight"
 
+An optional `[hparams]` table gives what neither shapes nor metadata tell, e.g. `num_heads = 4` for a
+file without a head count (accepted: num_heads, num_kv_heads, head_dim, sliding_window, rope_theta,
+rms_norm_eps, sample_rate).
+
 Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
 upstream); without them they are taken as already divided. The built-in dialects are maps like this one
 (`kzlab/formats/layouts/*.toml`), so there is one mechanism for every file.
@@ -25,6 +29,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kzlab.errors import LayoutError
 
@@ -44,6 +49,7 @@ class LayoutMap:
     description: str = ""
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    hparams: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
@@ -72,7 +78,13 @@ class LayoutMap:
             except re.error as e:
                 raise LayoutError(f"layout map {source}: bad regular expression in {key}: {e}") from None
 
+        hparams = d.get("hparams", {})
+        if not isinstance(hparams, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in hparams.values()
+        ):
+            raise LayoutError(f"layout map {source}: [hparams] must map names to numbers")
         return cls(
+            hparams=dict(hparams),
             name=str(head.get("name", Path(source).stem if source else "custom")),
             rules=rules,
             architectures=tuple(head.get("architectures", [])),
@@ -142,6 +154,8 @@ class LayoutMap:
             lines.append("ignore = [" + ", ".join(_lit(r.pattern) for r in self.ignore) + "]")
         for note in self.notes:
             lines.append(f"# {note}")
+        if self.hparams:
+            lines += ["", "[hparams]"] + [f"{k} = {v!r}" for k, v in self.hparams.items()]
         lines += ["", "[tensors]"]
         lines += [f"{_lit(rx.pattern)} = {_q(t)}" for rx, t in self.rules]
         return "\n".join(lines) + "\n"

@@ -58,6 +58,8 @@ def read(path: str | Path) -> RawFile:
     p = Path(path).expanduser()
     if not p.exists():
         raise InvalidModelError(f"{p}: no such file or directory")
+    if not p.is_dir() and not p.is_file():
+        raise InvalidModelError(f"{p}: not a regular file; expected a .gguf file")
     if p.is_dir():
         if (p / "config.json").is_file() and list(p.glob("*.safetensors")):
             return read_hf_dir(p)
@@ -71,14 +73,13 @@ def read(path: str | Path) -> RawFile:
 
 
 def read_gguf(p: Path) -> RawFile:
-    size = p.stat().st_size
-    with open(p, "rb") as f:
-        head = f.read(8)
-    if len(head) < 8 or head[:4] != GGUF_MAGIC:
-        raise InvalidModelError(f"{p}: not a GGUF file (magic {head[:4]!r}, expected b'GGUF')")
-    version = struct.unpack("<I", head[4:8])[0]
-    if version not in (2, 3):
-        raise InvalidModelError(f"{p}: GGUF version {version} is not supported (2 or 3)")
+    from kzlab.validate import prescan_gguf
+
+    try:
+        # every count, length and tensor extent bounded by the file size before gguf-py trusts them
+        size = prescan_gguf(p).file_size
+    except OSError as e:
+        raise InvalidModelError(f"{p}: cannot read: {e.strerror or e}") from None
     try:
         from gguf import GGUFReader
 

@@ -24,6 +24,7 @@ from kzlab.graph.weights import Prepared
 GGML_TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16, "BF16": g.GGML_TYPE_BF16, "Q8_0": g.GGML_TYPE_Q8_0}
 TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
 MAX_NODES = 32768
+MAX_TILES = 64  # per conv: beyond it a tile grows instead, so a very long input cannot exhaust the graph
 
 
 @dataclass
@@ -259,17 +260,62 @@ class GraphBuilder:
                     y = Act(self.mul_mat(xs.t, wk), False)
                 acc = y if acc is None else Act(g.ggml_add(self.ctx, acc.t, y.t), y.cl)
             out = acc
-        else:
-            xp = self.pad_left(self.as_cf(x), pad)
-            dst = g.GGML_TYPE_F16 if self.low.conv == "im2col-f16" else g.GGML_TYPE_F32
-            kshape = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
-            cols = g.ggml_im2col(self.ctx, kshape, xp.t, 1, 0, 0, 0, dilation, 0, False, dst)
-            cols = g.ggml_reshape_2d(self.ctx, cols, k * cin, T)
+        elif k == 1 and self.low.conv == "im2col-f32":
+            # a pointwise conv is a plain product: im2col would only copy (and transpose) the input
+            xl = self.as_cl(x)
             if self.low.conv_src1 == "data":
-                out = Act(self.mul_mat(self.w[wname], cols), True)
+                out = Act(self.mul_mat(self.w[wname], xl.t), True)
             else:
-                out = Act(self.mul_mat(cols, self.w[wname]), False)
+                out = Act(self.mul_mat(xl.t, self.w[wname]), False)
+        elif self.low.conv == "im2col-f16":
+            # ggml_conv_1d's graph: pad, im2col to F16 columns, one product
+            xc = self.pad_left(self.as_cf(x), pad)
+            kshape = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
+            cols = g.ggml_im2col(self.ctx, kshape, xc.t, 1, 0, 0, 0, dilation, 0, False, g.GGML_TYPE_F16)
+            cols = g.ggml_reshape_2d(self.ctx, cols, k * cin, T)
+            out = self._conv_product(wname, cols)
+        else:
+            out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
         return self.add_bias(out, bname)
+
+    def _conv_product(self, wname: str, cols) -> Act:
+        if self.low.conv_src1 == "data":
+            return Act(self.mul_mat(self.w[wname], cols), True)
+        return Act(self.mul_mat(cols, self.w[wname]), False)
+
+    def _im2col_f32_conv(self, xc: Act, wname: str, k: int, cin: int, dilation: int) -> Act:
+        """im2col F32 + one product per tile of at most `conv_tile` output frames, outputs joined in time.
+
+        im2col pads both ends by p0 itself and the first columns are the causal ones, so no PAD node (a full
+        copy of the input) is needed. Tiling keeps the columns (k x c_in floats per frame, 7x the input) to
+        one tile: the allocator reuses that memory from tile to tile, so a long input does not need
+        gigabytes of columns, and a tile's columns are still in cache when the product reads them.
+        """
+        ctx = self.ctx
+        T, pad = xc.T, (k - 1) * dilation
+        tile = max(self.low.conv_tile, -(-T // MAX_TILES)) if self.low.conv_tile else T  # bounded node count
+        kshape = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
+        nb1 = int(xc.t.contents.nb[1])
+        parts = []
+        for s in range(0, T, tile):
+            n = min(tile, T - s)
+            if s == 0:  # zeros on the left come from p0; the right-hand p0 columns are not read
+                src, p0 = (xc.t if n == T else g.ggml_view_2d(ctx, xc.t, n, cin, nb1, 0)), pad
+            else:  # the `pad` frames before the tile are real input
+                src, p0 = g.ggml_view_2d(ctx, xc.t, n + pad, cin, nb1, (s - pad) * 4), 0
+            cols = g.ggml_im2col(ctx, kshape, src, 1, 0, p0, 0, dilation, 0, False, g.GGML_TYPE_F32)
+            cols = g.ggml_reshape_2d(ctx, cols, k * cin, n + p0)
+            if p0:
+                cols = g.ggml_view_2d(ctx, cols, k * cin, n, int(cols.contents.nb[1]), 0)
+            parts.append(self._conv_product(wname, cols))
+        cl = parts[0].cl
+        ts = [p.t for p in parts]
+        while len(ts) > 1:  # a balanced tree: log2(tiles) copies of the output, not tiles/2
+            nxt = [g.ggml_concat(ctx, ts[i], ts[i + 1], 1 if cl else 0) for i in range(0, len(ts) - 1, 2)]
+            if len(ts) % 2:
+                nxt.append(ts[-1])
+            ts = nxt
+        return Act(ts[0], cl)
 
     def conv_transpose1d(self, x: Act, wname: str, bname: str, stride: int, kernel: int) -> Act:
         """Causal ConvTranspose1d: full output trimmed by (kernel - stride) on the right."""

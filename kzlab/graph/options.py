@@ -25,6 +25,8 @@ HELP = {
     "kernel = ggml_conv_1d's order mul_mat(columns, kernel), src1 rows = c_out",
     "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; direct = ggml_conv_transpose_1d",
     "mm_chunk": "split every MUL_MAT into chunks of at most N rows of src1 (0 = off)",
+    "conv_tile": "im2col-f32: build the im2col columns for at most N output frames at a time (0 = all at once); "
+    "bounds the columns' memory (k x c_in x N floats) on long inputs; at most 64 tiles per conv",
     "snake": "SnakeBeta: folded = exp(alpha), 1/(exp(beta)+1e-9) precomputed at load; raw = computed in the graph",
     "wtype": "weight type of matrix weights: native = as stored in the file, or requantized at load",
 }
@@ -38,6 +40,7 @@ class Lowering:
     conv_src1: str = "kernel"
     convt: str = "col2im"
     mm_chunk: int = 0
+    conv_tile: int = 8192
     snake: str = "folded"
     wtype: str = "native"
 
@@ -56,6 +59,12 @@ class Lowering:
             raise InvalidOptionError(f"lowering option mm_chunk={self.mm_chunk!r}: expected an integer >= 0")
         if 0 < self.mm_chunk < 16:
             raise InvalidOptionError(f"lowering option mm_chunk={self.mm_chunk}: chunks below 16 rows are not useful")
+        if isinstance(self.conv_tile, bool) or not isinstance(self.conv_tile, int) or self.conv_tile < 0:
+            raise InvalidOptionError(f"lowering option conv_tile={self.conv_tile!r}: expected an integer >= 0")
+        if 0 < self.conv_tile < 64:
+            raise InvalidOptionError(
+                f"lowering option conv_tile={self.conv_tile}: tiles below 64 frames are not useful"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,8 +85,10 @@ class Lowering:
         parts = [self.conv, f"src1={self.conv_src1}", self.convt, f"snake={self.snake}", f"w={self.wtype}"]
         if self.mm_chunk:
             parts.append(f"chunk={self.mm_chunk}")
+        if self.conv_tile and self.conv.startswith("im2col-f32"):
+            parts.append(f"tile={self.conv_tile}")
         return " ".join(parts)
 
 
 #: the naive graph peers write (ggml_conv_1d, ggml_conv_transpose_1d, F16), kept for comparison
-NAIVE = Lowering(conv="im2col-f16", conv_src1="kernel", convt="direct", snake="raw", wtype="f16")
+NAIVE = Lowering(conv="im2col-f16", conv_src1="kernel", convt="direct", snake="raw", wtype="f16", conv_tile=0)

@@ -21,6 +21,7 @@ from kzlab.formats import reader
 from kzlab.formats.layout import LayoutMap, builtin_layouts, get_layout
 from kzlab.model.hparams import HParams, hparams_from
 from kzlab.model.roles import Role, decoder_roles
+from kzlab.validate import check_counts, check_hparams, count_nonfinite
 
 QK8_0 = 32
 
@@ -142,11 +143,14 @@ def load_model(
     layout: str | Path | LayoutMap | None = None,
     check_finite: bool = True,
     infer: bool = True,
+    overrides: dict[str, Any] | None = None,
 ) -> Model:
     """Read a decoder file and map it to canonical roles.
 
     `layout` names a built-in dialect or a TOML map; without it the dialect is detected, and files no
     dialect fits go through structural inference (`kzlab.formats.infer`) when `infer` is true.
+    `overrides` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`);
+    they win over the map's `[hparams]` table.
     """
     raw = reader.read(path)
     notes: list[str] = []
@@ -170,18 +174,34 @@ def load_model(
     if unmapped:
         shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
         notes.append(f"{len(unmapped)} tensors not used by the decoder: {shown}")
-    return model_from_mapping(raw, lm.name, mapping, notes, check_finite)
+    values = {**lm.hparams, **(overrides or {})}
+    return model_from_mapping(raw, lm.name, mapping, notes, check_finite, overrides=values)
 
 
 def model_from_mapping(
-    raw: reader.RawFile, layout_name: str, mapping: dict[str, str], notes: list[str], check_finite: bool = True
+    raw: reader.RawFile,
+    layout_name: str,
+    mapping: dict[str, str],
+    notes: list[str],
+    check_finite: bool = True,
+    overrides: dict[str, Any] | None = None,
 ) -> Model:
     src = str(raw.path)
     shapes: dict[str, tuple[int, ...]] = {}
     for role, name in mapping.items():
         kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
-    hp = hparams_from(shapes, raw.metadata, src)
+    try:
+        hp = hparams_from(shapes, raw.metadata, src)
+    except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
+        # a tensor with too few axes or a metadata value of the wrong kind: name it instead of a traceback
+        raise InvalidModelError(f"{src}: tensor shapes or metadata do not describe a decoder: {e}") from None
+    if overrides:
+        from kzlab.formats.infer import apply_overrides
+
+        hp = apply_overrides(hp, overrides, src)
+    check_hparams(hp, src)
+    check_counts(hp, raw.metadata, set(mapping), src)
     roles = {r.name: r for r in decoder_roles(hp)}
     extra = sorted(set(mapping) - set(roles))
     if extra:
@@ -199,8 +219,8 @@ def model_from_mapping(
     _divide_codebooks(weights, hp)
     if check_finite:
         for w in weights.values():
-            if w.type in ("F32", "F16") and not np.isfinite(w.data).all():
-                bad = int((~np.isfinite(w.data)).sum())
+            bad = count_nonfinite(w.type, w.data)
+            if bad:
                 notes.append(f"tensor '{w.source}' ({w.role}) has {bad} NaN/Inf values")
                 warnings.warn(f"{src}: tensor '{w.source}' ({w.role}) has {bad} NaN/Inf values", stacklevel=3)
     return Model(

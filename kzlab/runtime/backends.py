@@ -1,9 +1,9 @@
 """Backends by name, and the two ways kzlab computes a graph with them.
 
-Names: `cpu`, `blas` (ggml's BLAS backend: MUL_MAT only, so it always runs under the scheduler with the
-CPU), `rpc://HOST:PORT` (a remote ggml server, e.g. `kzlab rpc-server` or llama.cpp's `rpc-server`), and
-any other device the ggml build registered (CUDA, Vulkan, Metal...), found through the backend registry
-and never assumed.
+Names: `auto` (`blas` when this ggml build has it, else `cpu`), `cpu`, `blas` (ggml's BLAS backend:
+MUL_MAT only, so it always runs under the scheduler with the CPU), `rpc://HOST:PORT` (a remote ggml
+server, e.g. `kzlab rpc-server` or llama.cpp's `rpc-server`), and any other device the ggml build
+registered (CUDA, Vulkan, Metal...), found through the backend registry and never assumed.
 
 Plain mode computes the whole graph on one backend with its own graph allocator; scheduler mode hands the
 graph to `ggml_backend_sched` over an ordered list of backends (CPU last), whose node assignment kzlab
@@ -22,9 +22,12 @@ from typing import Any
 from ggml import ggml as g
 
 from kzlab.errors import BackendError, InvalidOptionError
+from kzlab.runtime.ffi import sched_tensor_backend, tensor_address
 
 RPC_RX = re.compile(r"^rpc://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 SCHED_GRAPH_SIZE = 32768
+#: more threads than this is a typo, not a machine (ggml would try to start them all)
+MAX_THREADS = 1024
 
 
 def default_threads() -> int:
@@ -138,6 +141,7 @@ class BackendSet:
     weights_index: int = 0
     sched: Any = None
     _keep: list = field(default_factory=list)
+    _current: Any = None  # the graph the scheduler holds allocated now
 
     @property
     def primary(self) -> Backend:
@@ -181,8 +185,14 @@ class BackendSet:
         if self.use_sched:
             if self.sched is None:
                 self._new_sched()
+            sources_of(bg)  # record the graph's own sources before the scheduler rewires any of them
+            if self._current is not None:
+                restore_sources(self._current)
+                self._current = None
+            restore_sources(bg)
             if not g.ggml_backend_sched_reserve(self.sched, bg.gf):
                 raise BackendError(f"the scheduler could not reserve memory for this graph on {self.describe()}")
+            restore_sources(bg)
             return
         alloc = g.ggml_gallocr_new(g.ggml_backend_get_default_buffer_type(self.primary.handle))
         if not g.ggml_gallocr_alloc_graph(alloc, bg.gf):
@@ -192,21 +202,66 @@ class BackendSet:
         bg.compute_bytes = int(g.ggml_gallocr_get_buffer_size(alloc, 0))
 
     def prepare(self, bg) -> None:
-        """Make `bg`'s tensors live before inputs are set (the scheduler allocates per run)."""
-        if self.use_sched:
-            g.ggml_backend_sched_reset(self.sched)
-            if not g.ggml_backend_sched_alloc_graph(self.sched, bg.gf):
-                raise BackendError(f"the scheduler could not allocate this graph on {self.describe()}")
-            bg.compute_bytes = sum(
-                int(g.ggml_backend_sched_get_buffer_size(self.sched, b.handle)) for b in self.backends
-            )
+        """Make `bg`'s tensors live before inputs are set.
+
+        The scheduler splits a graph by rewriting node sources in place (a source on another backend is
+        replaced by a copy that lives in the scheduler's own context). Splitting an already split graph
+        again therefore reads stale copies: with an RPC backend every copied input then aliases one buffer
+        and the decode is garbage. So a graph is split once per allocation, from its recorded original
+        sources, and kept allocated across runs until another graph takes the scheduler.
+        """
+        if not self.use_sched or self._current is bg:
+            return
+        g.ggml_backend_sched_reset(self.sched)
+        if self._current is not None:
+            restore_sources(self._current)
+            self._current = None
+        restore_sources(bg)
+        detach_compute_tensors(bg)
+        if not g.ggml_backend_sched_alloc_graph(self.sched, bg.gf):
+            raise BackendError(f"the scheduler could not allocate this graph on {self.describe()}")
+        self._current = bg
+        bg.compute_bytes = sum(int(g.ggml_backend_sched_get_buffer_size(self.sched, b.handle)) for b in self.backends)
+
+    def invalidate(self) -> None:
+        """Call after using `self.sched` directly (reset, alloc of another graph): the next run re-splits."""
+        if self._current is not None:
+            restore_sources(self._current)
+            self._current = None
 
     def compute(self, bg) -> int:
         if self.use_sched:
+            self.prepare(bg)
             return int(g.ggml_backend_sched_graph_compute(self.sched, bg.gf))
         return int(g.ggml_backend_graph_compute(self.primary.handle, bg.gf))
 
+    def by_handle(self, handle: int | None) -> Backend | None:
+        """The Backend whose ggml handle is `handle` (as returned by the scheduler), or None."""
+        return next((b for b in self.backends if handle and _addr(b.handle) == handle), None)
+
+    def node_backends(self, bg) -> list[str]:
+        """kzlab's backend name for every node of `bg`, read from the scheduler (plain mode: the one backend)."""
+        if not self.use_sched:
+            return [self.primary.name] * int(g.ggml_graph_n_nodes(bg.gf))
+        self.prepare(bg)
+        out = []
+        for node in bg.nodes():
+            b = self.by_handle(sched_tensor_backend(self.sched, node))
+            out.append(b.name if b else "")
+        return out
+
+    def n_splits(self, bg) -> int:
+        """The scheduler's own split count for `bg` (1 in plain mode)."""
+        if not self.use_sched:
+            return 1
+        self.prepare(bg)
+        return int(g.ggml_backend_sched_get_n_splits(self.sched))
+
     def release(self, bg) -> None:
+        if self.use_sched and self._current is bg:
+            g.ggml_backend_sched_reset(self.sched)
+            self._current = None
+            restore_sources(bg)
         if bg.allocator is not None:
             g.ggml_gallocr_free(bg.allocator)
             bg.allocator = None
@@ -232,12 +287,16 @@ def open_backends(
     """Open the backends named by `spec` ("cpu", "blas", "rpc://h:p", or a priority list ending in cpu)."""
     if threads is None:
         threads = default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidOptionError(f"threads={threads!r}: expected an integer >= 1")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise InvalidOptionError(f"threads={threads!r}: expected an integer from 1 to {MAX_THREADS}")
     names = [spec] if isinstance(spec, str) else list(spec)
     if not names or not all(isinstance(n, str) and n.strip() for n in names):
         raise InvalidOptionError(f"backend={spec!r}: expected a name or a list of names")
     names = [n.strip() for n in names]
+    if [n.lower() for n in names] == ["auto"]:
+        # ggml's CPU MUL_MAT is slow on the decoder's tall-skinny F32 products; OpenBLAS sgemm is not
+        # (benchmarks/decode.py): use it, under the scheduler with the CPU for every other op, when built in
+        names = ["blas"] if "blas" in available_backends() else ["cpu"]
     for n in names:
         if n.lower().startswith("rpc"):
             parse_rpc(n)
@@ -272,3 +331,51 @@ def open_backends(
 
 def as_ctypes_backend(b: Backend) -> ctypes.c_void_p:
     return b.handle
+
+
+def _addr(h) -> int:
+    return h if isinstance(h, int) else (ctypes.cast(h, ctypes.c_void_p).value or 0)
+
+
+def sources_of(bg) -> list[tuple[Any, tuple[int, ...]]]:
+    """Every node of `bg.gf` with the addresses of its sources as built (recorded once, before any split).
+
+    Addresses, not ctypes pointer objects: an item read from a ctypes array shares the array's memory, so a
+    saved pointer object would silently follow the scheduler's rewiring.
+    """
+    snap = bg.extra.get("sources")
+    if snap is None:
+        snap = []
+        for i in range(int(g.ggml_graph_n_nodes(bg.gf))):
+            node = g.ggml_graph_node(bg.gf, i)
+            srcs = tuple(tensor_address(node.contents.src[j]) for j in range(g.GGML_MAX_SRC))
+            snap.append((node, srcs))
+        bg.extra["sources"] = snap
+    return snap
+
+
+def detach_compute_tensors(bg) -> None:
+    """Forget where a previous scheduler allocation put `bg`'s tensors (weights stay where they are).
+
+    ggml's allocators treat a tensor that already has data as pre-allocated and leave it alone; after another
+    graph took the scheduler, that data points into a compute buffer that may have been reallocated since.
+    """
+    weights = g.GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+    ctx = bg.builder.ctx
+    t = g.ggml_get_first_tensor(ctx)
+    while t:
+        c = t.contents
+        if c.buffer and int(g.ggml_backend_buffer_get_usage(c.buffer)) != weights:
+            c.data = None
+            c.buffer = None
+        t = g.ggml_get_next_tensor(ctx, t)
+
+
+def restore_sources(bg) -> None:
+    """Undo the scheduler's in-place source rewiring (see BackendSet.prepare)."""
+    ptr = ctypes.POINTER(g.ggml_tensor)
+    for node, srcs in sources_of(bg):
+        arr = node.contents.src
+        for j, a in enumerate(srcs):
+            if a and tensor_address(arr[j]) != a:
+                arr[j] = ctypes.cast(a, ptr)

@@ -136,13 +136,39 @@ class Session:
             g.ggml_backend_tensor_set(t, a.ctypes.data, 0, a.nbytes)
 
     def compute(self, bg: BuiltGraph) -> None:
-        """Run the graph once (inputs already set). KeyboardInterrupt aborts the graph cleanly."""
+        """Run the graph once (inputs already set). KeyboardInterrupt aborts the graph cleanly.
+
+        The ggml call runs in a worker thread: Python delivers SIGINT only to the main thread, between
+        bytecodes, so a main thread blocked in a long ggml_backend_graph_compute would not see Jupyter's
+        stop button until the whole graph finished. The main thread waits in short slices instead, and on
+        KeyboardInterrupt sets the abort flag that ggml's CPU abort callback polls between nodes, then waits
+        for the worker to stop before raising Cancelled (so the next compute starts from a quiet backend).
+        """
         self._abort = False
-        try:
-            status = self.backends.compute(bg)
-        except KeyboardInterrupt:
-            self._abort = True
-            raise Cancelled("decode interrupted") from None
+        result: dict[str, Any] = {}
+        done = threading.Event()  # not Thread.join: an interrupted join can report a live thread as ended
+
+        def work() -> None:
+            try:
+                result["status"] = self.backends.compute(bg)
+            except BaseException as e:  # handed to the caller's thread
+                result["error"] = e
+            finally:
+                done.set()
+
+        interrupted = False
+        threading.Thread(target=work, name="kzlab-compute", daemon=True).start()
+        while not done.is_set():
+            try:
+                done.wait(0.05)
+            except KeyboardInterrupt:
+                interrupted = True
+                self._abort = True
+        if "error" in result:
+            raise result["error"]
+        status = result.get("status")
+        if interrupted:
+            raise Cancelled("decode interrupted (KeyboardInterrupt); the decoder is ready for the next call")
         if self._abort or status == g.GGML_STATUS_ABORTED:
             raise Cancelled("decode interrupted")
         if status != g.GGML_STATUS_SUCCESS:

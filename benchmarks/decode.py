@@ -1,0 +1,226 @@
+"""Decode speed of kzlab's ggml graphs against upstream PyTorch, measured in one process.
+
+CPU timings on a shared machine drift by tens of percent within a minute, so every configuration is
+loaded once and then timed in turns (A, B, C, A, B, C, ...): the ratios come from runs interleaved in
+time, and the table shows medians. Each row also gets its achieved GF/s (the model's multiply-adds x 2,
+counted from kzlab's graph, divided by the median time) and the resident memory it reached, and every
+kzlab output is checked against the PyTorch output of the same codes (SNR in dB).
+
+kzlab and PyTorch usually live in different virtual environments; run this file with the PyTorch one
+and point ``--site`` at the site-packages that holds kzlab and ggml-python (appended to ``sys.path`` with its
+``.pth`` files, so the PyTorch environment's own packages win)::
+
+    /work/venv-bench/bin/python benchmarks/decode.py --site /work/venv0/lib/python3.11/site-packages \\
+        --hf /work/cache/full/hf --f32 /work/cache/full-f32.gguf --f16 /work/cache/full-f16.gguf
+
+Without PyTorch (``--no-torch``) the same script compares the kzlab configurations alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import site
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+FRAME_RATE_HZ = 12.5
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now, in MB (from /proc, so no dependency)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+class PeakRss:
+    """Samples the RSS every few milliseconds while a block runs: the peak of that block, not the process's."""
+
+    def __init__(self, period_s: float = 0.005):
+        self.period_s = period_s
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb())
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> PeakRss:
+        self.peak = rss_mb()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.peak = max(self.peak, rss_mb())
+
+
+@dataclass
+class Runner:
+    """One configuration: a decode function and what was measured for it."""
+
+    label: str
+    decode: Callable[[np.ndarray], np.ndarray]
+    close: Callable[[], None] = lambda: None
+    times: dict[str, list[float]] = field(default_factory=dict)
+    peak: dict[str, float] = field(default_factory=dict)
+    work: dict[str, float] = field(default_factory=dict)
+    out: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
+    out = np.asarray(out, dtype=np.float64).reshape(-1)
+    ref = np.asarray(ref, dtype=np.float64).reshape(-1)
+    err = float(np.sum((out - ref) ** 2))
+    return float("inf") if err == 0 else float(10 * np.log10(np.sum(ref**2) / err))
+
+
+def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, file, load kwargs) of the kzlab rows: the default, the naive graph, and the alternatives."""
+    from kzlab.graph.options import NAIVE, Lowering
+    from kzlab.runtime.backends import available_backends
+
+    rows: list[tuple[str, str, dict[str, Any]]] = [
+        ("kzlab default (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
+        ("kzlab naive (NAIVE, cpu)", args.f16, {"lowering": NAIVE, "backend": "cpu"}),
+    ]
+    if "blas" in available_backends():
+        rows.insert(1, ("kzlab default (blas+cpu)", args.f32, {"lowering": Lowering(), "backend": "blas"}))
+    if args.alternatives:
+        rows += [
+            ("kzlab f16 file (cpu)", args.f16, {"lowering": Lowering(), "backend": "cpu"}),
+            ("kzlab conv_src1=data (cpu)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "cpu"}),
+            ("kzlab ktap (cpu)", args.f32, {"lowering": Lowering(conv="ktap"), "backend": "cpu"}),
+            ("kzlab wtype=f16 data (cpu)", args.f16, {"lowering": Lowering(conv_src1="data", wtype="f16")}),
+        ]
+    if args.only:
+        keep = [s.strip() for s in args.only.split(",")]
+        rows = [r for r in rows if any(k in r[0] for k in keep)]
+    return rows
+
+
+def model_flops(path: str, frames: int) -> float:
+    """2 x the multiply-adds of the decoder for `frames` frames, counted from kzlab's layer records."""
+    import kzlab
+
+    with kzlab.load(path) as d:
+        bg = d.session.graph(frames)
+        return 2.0 * sum(rec.macs for rec in bg.layers)
+
+
+def build_runners(args: argparse.Namespace) -> list[Runner]:
+    import kzlab
+
+    runners: list[Runner] = []
+    if not args.no_torch:
+        sys.path.insert(0, str(HERE))
+        import torch_reference as tr
+
+        dec = tr.load_upstream_decoder(Path(args.hf), args.threads)
+        runners.append(Runner("upstream PyTorch", lambda c, dec=dec: tr.decode(dec, c)))
+    for label, path, kw in kzlab_configs(args):
+        d = kzlab.load(path, threads=args.threads, **kw)
+        runners.append(Runner(label, lambda c, d=d: d.decode(c), d.close))
+    return runners
+
+
+def cases(args: argparse.Namespace, seed_codes: np.ndarray) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    if "seed" in args.cases:
+        out[f"seed ({seed_codes.shape[1]} frames)"] = seed_codes
+    if "30s" in args.cases:
+        from kzlab.model.weights import load_model
+
+        hp = load_model(args.f32).hparams
+        limits = [hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1)
+        rng = np.random.default_rng(0)
+        frames = int(30 * FRAME_RATE_HZ)
+        out[f"30 s ({frames} frames)"] = np.stack([rng.integers(0, lim, frames) for lim in limits]).astype(np.int64)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--site", action="append", default=[], help="extra site-packages (kzlab, ggml) to append")
+    p.add_argument("--hf", default="/work/cache/full/hf", help="upstream checkpoint dir (config + safetensors)")
+    p.add_argument("--f32", default="/work/cache/full-f32.gguf", help="the checkpoint converted --outtype f32")
+    p.add_argument("--f16", default="/work/cache/full-f16.gguf", help="the checkpoint converted --outtype f16")
+    p.add_argument("--reference", default=str(HERE.parent / "tests/data/qwen3-tts-12hz-full/reference.npz"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=5, help="timed runs per configuration and case (median)")
+    p.add_argument("--cases", default="seed,30s", help="comma list: seed, 30s")
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--alternatives", action="store_true", help="also time the main alternative lowerings")
+    p.add_argument("--only", default="", help="comma list of substrings: keep only matching kzlab rows")
+    args = p.parse_args(argv)
+    for s in args.site:
+        site.addsitedir(s)  # appended, and its .pth files (an editable kzlab install) are honoured
+
+    ref = np.load(args.reference)
+    all_cases = cases(args, ref["codes"])
+    flops = {name: model_flops(args.f32, c.shape[1]) for name, c in all_cases.items()}
+    runners = build_runners(args)
+    print(f"{len(runners)} configurations, {args.threads} threads, {args.runs} interleaved runs per case", flush=True)
+
+    for name, codes in all_cases.items():
+        for r in runners:  # one untimed run each: graph build and allocation, first-touch of the weights
+            r.out[name] = r.decode(codes)
+            r.times[name] = []
+        gc.collect()
+        for i in range(args.runs):
+            for r in runners:
+                base = rss_mb()
+                with PeakRss() as m:
+                    t0 = time.perf_counter()
+                    r.decode(codes)
+                    dt = time.perf_counter() - t0
+                r.times[name].append(dt)
+                r.peak[name] = max(r.peak.get(name, 0.0), m.peak)
+                r.work[name] = max(r.work.get(name, 0.0), m.peak - base)
+            print(
+                f"  {name} run {i + 1}: " + ", ".join(f"{r.label} {r.times[name][-1]:.2f}" for r in runners), flush=True
+            )
+
+    torch_row = runners[0] if not args.no_torch else None
+    naive = next((r for r in runners if "naive" in r.label), None)
+    print()
+    print("| case | configuration | median s | min s | vs PyTorch | vs naive | GF/s | peak RSS MB | +run MB | SNR dB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in all_cases:
+        for r in runners:
+            med = statistics.median(r.times[name])
+            vs_t = f"{med / statistics.median(torch_row.times[name]):.2f}x" if torch_row else "-"
+            vs_n = f"{statistics.median(naive.times[name]) / med:.2f}x faster" if naive and r is not naive else "-"
+            if torch_row and r is not torch_row:
+                snr = f"{snr_db(r.out[name], torch_row.out[name]):.1f}"
+            elif torch_row and name.startswith("seed"):
+                snr = f"{snr_db(r.out[name], ref['wav']):.1f} (vs file)"
+            else:
+                snr = "-"
+            print(
+                f"| {name} | {r.label} | {med:.2f} | {min(r.times[name]):.2f} | {vs_t} | {vs_n} | "
+                f"{flops[name] / med / 1e9:.1f} | {r.peak[name]:.0f} | {r.work[name]:.0f} | {snr} |"
+            )
+    print("\n'vs PyTorch' = time / PyTorch time (< 1 is faster); 'vs naive' = naive time / time;")
+    print("peak RSS is the whole process (every configuration's weights are loaded); +run = growth during a run.")
+    for r in runners:
+        r.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""`kzlab.profile(...)`: time the real decoder graph node by node and return a `Profile` of plain data.
+
+A Profile is what plots, widgets, reports and the CLI read, so its field names are an interface:
+`config`, `wall_ms`, `profiled_ms`, `overhead_ratio`, `layers`, `nodes`, `splits`, `peak_gflops`,
+`evolution`, `wav`. Times are medians over `repeat` runs after `warmup` runs. `wall_ms` is the plain run
+(no callback), `profiled_ms` the run with the per-node callback, on the same session and graph, so their
+ratio is what profiling costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ggml import ggml as g
+
+from kzlab.analysis.evolution import evolution as stage_evolution
+from kzlab.analysis.roofline import achieved, mul_mat_peak
+from kzlab.analysis.trace import write_trace as _write_trace
+from kzlab.errors import InvalidOptionError
+from kzlab.graph.options import Lowering
+
+ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
+
+
+def machine() -> dict[str, Any]:
+    """A short description of this machine (CPU model, cores, OS, Python)."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu, "cores": cores, "system": platform.platform(), "python": platform.python_version()}
+
+
+def versions() -> dict[str, str]:
+    from kzlab import __version__
+
+    out = {"kzlab": __version__}
+    try:
+        out["ggml_python"] = metadata.version("ggml-python")
+    except metadata.PackageNotFoundError:
+        out["ggml_python"] = "unknown"
+    try:
+        out["ggml"] = g.ggml_version().decode()
+    except AttributeError:
+        out["ggml"] = "unknown"
+    return out
+
+
+@dataclass
+class Profile:
+    """The result of `kzlab.profile` (see the module docstring for the fields)."""
+
+    config: dict[str, Any]
+    wall_ms: float
+    profiled_ms: float
+    overhead_ratio: float
+    layers: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    splits: list[dict[str, Any]]
+    peak_gflops: float
+    evolution: list[dict[str, Any]]
+    wav: np.ndarray | None = field(default=None, repr=False)
+
+    # ---- aggregates -----------------------------------------------------------------------------------
+    @property
+    def node_time_ms(self) -> float:
+        """Sum of the per-node medians (close to `profiled_ms`: the callback timestamps tile the run)."""
+        return float(sum(n["time_ms"] for n in self.nodes))
+
+    def by_stage(self) -> list[dict[str, Any]]:
+        """Time, FLOPs, bytes and MACs per stage, in model order."""
+        total = self.node_time_ms or 1.0
+        out: dict[str, dict[str, Any]] = {}
+        for lay in self.layers:
+            r = out.setdefault(
+                lay["stage"],
+                {"stage": lay["stage"], "n_layers": 0, "time_ms": 0.0, "flops": 0, "bytes": 0, "macs": 0},
+            )
+            r.setdefault("macs_seed", 0)
+            r["n_layers"] += 1
+            for k in ("time_ms", "flops", "bytes", "macs", "macs_seed"):
+                r[k] += lay[k]
+        stray = [n for n in self.nodes if not n["stage"]]
+        if stray:
+            r = out.setdefault("(graph)", {"stage": "(graph)", "n_layers": 0, "time_ms": 0.0, "flops": 0})
+            r.update(bytes=r.get("bytes", 0), macs=0, macs_seed=0)
+            for n in stray:
+                r["time_ms"] += n["time_ms"]
+                r["flops"] += n["flops"]
+                r["bytes"] += n["bytes"]
+        for r in out.values():
+            r["share"] = r["time_ms"] / total
+            r["gflops"] = achieved(r["flops"], r["time_ms"])
+        return list(out.values())
+
+    def by_op(self) -> list[dict[str, Any]]:
+        """Time, count, FLOPs and bytes per ggml op, slowest first."""
+        total = self.node_time_ms or 1.0
+        out: dict[str, dict[str, Any]] = {}
+        for n in self.nodes:
+            r = out.setdefault(n["op"], {"op": n["op"], "n": 0, "time_ms": 0.0, "flops": 0, "bytes": 0})
+            r["n"] += 1
+            r["time_ms"] += n["time_ms"]
+            r["flops"] += n["flops"]
+            r["bytes"] += n["bytes"]
+        for r in out.values():
+            r["share"] = r["time_ms"] / total
+            r["gflops"] = achieved(r["flops"], r["time_ms"])
+        return sorted(out.values(), key=lambda r: -r["time_ms"])
+
+    def share(self, stage_prefix: str = "decoder.") -> float:
+        """Fraction of the node time spent in stages whose name starts with `stage_prefix`."""
+        total = self.node_time_ms
+        part = sum(n["time_ms"] for n in self.nodes if n["stage"].startswith(stage_prefix))
+        return part / total if total else 0.0
+
+    # ---- export ---------------------------------------------------------------------------------------
+    def rows(self, kind: str = "layers") -> list[dict[str, Any]]:
+        """Plain rows of one table: layers, nodes, splits, stages, ops or evolution."""
+        if kind not in ROW_KINDS:
+            raise InvalidOptionError(f"rows({kind!r}): one of {', '.join(ROW_KINDS)}")
+        if kind == "stages":
+            return self.by_stage()
+        if kind == "ops":
+            return self.by_op()
+        return [dict(r) for r in getattr(self, kind)]
+
+    def dataframe(self, kind: str = "layers"):
+        """rows(kind) as a pandas DataFrame (pandas is optional)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows(kind))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the waveform, JSON-ready."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "wav"}
+        d["node_time_ms"] = self.node_time_ms
+        d["stages"] = self.by_stage()
+        d["ops"] = self.by_op()
+        return json.loads(json.dumps(d, default=_jsonable))
+
+    def to_json(self, path) -> Path:
+        p = Path(path)
+        p.write_text(json.dumps(self.to_dict(), indent=1))
+        return p
+
+    def write_trace(self, path) -> Path:
+        """Chrome trace JSON (Perfetto): a track per backend, stages > layers > ops, microseconds."""
+        stage_of = {lay["path"]: lay["stage"] for lay in self.layers}
+        return _write_trace(path, self.nodes, stage_of, f"kzlab {Path(self.config.get('model', '')).name}")
+
+
+def _jsonable(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+# ---- building a Profile ----------------------------------------------------------------------------------
+def _layer_rows(records, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    per: dict[str, dict[str, Any]] = {}
+    for n in nodes:
+        r = per.setdefault(n["layer"], {"time_ms": 0.0, "flops": 0, "bytes": 0, "bt": {}})
+        r["time_ms"] += n["time_ms"]
+        r["flops"] += n["flops"]
+        r["bytes"] += n["bytes"]
+        if not n["is_view"]:
+            r["bt"][n["backend"]] = r["bt"].get(n["backend"], 0.0) + n["time_ms"] + 1e-12
+    rows = []
+    for rec in records:
+        agg = per.get(rec.path, {"time_ms": 0.0, "flops": 0, "bytes": 0, "bt": {}})
+        bt = agg["bt"]
+        rows.append(
+            {
+                "path": rec.path,
+                "stage": rec.stage,
+                "kind": rec.kind,
+                "c_in": rec.c_in,
+                "c_out": rec.c_out,
+                "kernel": rec.kernel,
+                "t_in": rec.t_in,
+                "t_out": rec.t_out,
+                "macs": rec.macs,
+                "macs_seed": rec.macs_seed,
+                "time_ms": agg["time_ms"],
+                "flops": agg["flops"],
+                "bytes": agg["bytes"],
+                "backend": max(bt, key=bt.get) if bt else "",
+                "backends": sorted(bt),
+                "extra": dict(rec.extra),
+            }
+        )
+    return rows
+
+
+def _node_rows(nodes, stage_of: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": n.index,
+            "name": n.name,
+            "op": n.op,
+            "layer": n.layer,
+            "stage": stage_of.get(n.layer, ""),
+            "backend": n.backend,
+            "time_ms": n.time_ms,
+            "spread_ms": n.spread_ms,
+            "flops": n.flops,
+            "bytes": n.bytes,
+            "ne": list(n.ne),
+            "type": n.type,
+            "src_names": n.src_names,
+            "src_ne": [list(x) for x in n.src_ne],
+            "src_types": n.src_types,
+            "is_view": n.is_view,
+        }
+        for n in nodes
+    ]
+
+
+def profile(
+    model_or_path,
+    frames: int | None = 31,
+    codes=None,
+    backend: str | list[str] = "cpu",
+    threads: int | None = None,
+    sched: bool | None = None,
+    op_offload: bool = True,
+    weights_on: str | None = None,
+    lowering: Lowering | None = None,
+    repeat: int = 5,
+    warmup: int = 1,
+    layout=None,
+    seed: int = 0,
+    peak: bool = True,
+    **lowering_kw,
+) -> Profile:
+    """Profile one decode of `codes` (or of `frames` random frames) on the given backend setup.
+
+    `model_or_path`: a decoder file / HF directory, a loaded `Model`, or a `Decoder` (its model and, unless
+    given here, its lowering). Lowering options may be passed as `lowering=Lowering(...)` or as keywords
+    (`conv="ktap"`). `peak=False` skips the MUL_MAT microbenchmark (peak_gflops is then 0).
+    """
+    from kzlab.commands.common import random_codes
+    from kzlab.decoder import Decoder, validate_codes
+    from kzlab.model.weights import Model, load_model
+    from kzlab.runtime.profiler import Profiler
+    from kzlab.runtime.session import Session
+
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise InvalidOptionError(f"repeat={repeat!r}: expected an integer >= 1")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise InvalidOptionError(f"warmup={warmup!r}: expected an integer >= 0")
+    if isinstance(model_or_path, Decoder):
+        model = model_or_path.model
+        lowering = lowering or model_or_path.lowering
+    elif isinstance(model_or_path, Model):
+        model = model_or_path
+    else:
+        model = load_model(model_or_path, layout=layout)
+    if lowering_kw:
+        lowering = (lowering or Lowering()).replace(**lowering_kw)
+    lowering = lowering or Lowering()
+    hp = model.hparams
+    if codes is not None:
+        c = validate_codes(codes, hp)
+    else:
+        if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+            raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
+        c = random_codes(frames, hp, seed)
+    T = int(c.shape[1])
+    with Session(model, lowering, backend, threads, sched, op_offload, weights_on) as s:
+        meas = Profiler(s).measure(T, {"codes": c}, repeat=repeat, warmup=warmup)
+        records = list(s.graph(T).layers)
+        bs = s.backends
+        config = {
+            **lowering.to_dict(),
+            "lowering": lowering.to_dict(),
+            "lowering_label": lowering.label(),
+            "backend": [b.name for b in bs.backends],
+            "backend_label": bs.describe(),
+            "threads": bs.threads,
+            "sched": bs.use_sched,
+            "op_offload": bs.op_offload,
+            "weights_on": bs.weights_name,
+            "frames": T,
+            "samples": int(meas.output.shape[-1]) if meas.output is not None else 0,
+            "model": str(model.path),
+            "layout": model.layout,
+            "repeat": repeat,
+            "warmup": warmup,
+            "n_nodes": len(meas.nodes),
+            "n_splits_read": meas.n_splits_read,
+            "n_splits_derived": len(meas.splits),
+            "compute_bytes": meas.compute_bytes,
+            "wall_all_ms": meas.wall_all_ms,
+            "profiled_all_ms": meas.profiled_all_ms,
+            "node_sum_all_ms": meas.node_sum_all_ms,
+            "versions": versions(),
+            "machine": machine(),
+        }
+    peak_info = mul_mat_peak(config["threads"]) if peak else {"gflops": 0.0}
+    config["peak"] = peak_info
+    stage_of = {r.path: r.stage for r in records}
+    nodes = _node_rows(meas.nodes, stage_of)
+    return Profile(
+        config=config,
+        wall_ms=meas.wall_ms,
+        profiled_ms=meas.profiled_ms,
+        overhead_ratio=meas.profiled_ms / meas.wall_ms if meas.wall_ms > 0 else 0.0,
+        layers=_layer_rows(records, nodes),
+        nodes=nodes,
+        splits=meas.splits,
+        peak_gflops=float(peak_info["gflops"]),
+        evolution=stage_evolution(records),
+        wav=meas.output,
+    )

@@ -1,0 +1,56 @@
+"""The decoder graph kzlab builds, without allocating anything: what the scheduler would be handed.
+
+The weights are ggml tensors with shapes only (no buffer); the simulator is told which buffer type they
+would be in. Nothing here computes, so a full-size graph costs only its construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kzlab.graph.blocks import build_decoder
+from kzlab.graph.builder import GraphBuilder, LayerRecord, WeightTensors
+from kzlab.graph.options import Lowering
+from kzlab.graph.weights import prepare_weights
+from kzlab.model.weights import Model
+
+
+@dataclass
+class Graph:
+    weights: WeightTensors
+    builder: GraphBuilder
+    gf: object
+    layers: list[LayerRecord]
+
+    def free(self) -> None:
+        self.builder.free()
+        self.weights.free()
+
+
+def build(model: Model, lowering: Lowering, frames: int, weights: WeightTensors | None = None) -> Graph:
+    """Build (never allocate) the whole decoder graph for `frames` code frames."""
+    wt = weights or WeightTensors(prepare_weights(model, lowering))
+    b = GraphBuilder(wt, lowering)
+    try:
+        gf = b.finish(build_decoder(b, model.hparams, frames))
+    except Exception:
+        b.free()
+        raise
+    return Graph(wt, b, gf, b.layers)
+
+
+def stage_of_nodes(names: list[str], layers: list[LayerRecord]) -> tuple[list[str], list[str]]:
+    """(layer path, stage) of each node from its `<layer path>:<OP>` name; unnamed glue joins the stage before."""
+    stage = {r.path: r.stage for r in layers}
+    paths, stages, last = [], [], ""
+    for n in names:
+        path = n.split(":", 1)[0] if ":" in n else ""
+        s = stage.get(path, "")
+        if not s:
+            s = last
+        paths.append(path if path in stage else "")
+        stages.append(s)
+        last = s
+    first = next((s for s in stages if s), "")
+    stages = [s or first for s in stages]  # glue before the first layer (input views) joins the first stage
+    return paths, stages

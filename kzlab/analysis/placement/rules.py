@@ -1,0 +1,445 @@
+"""Named supports_op conditions, transcribed from the ggml backends' C sources.
+
+A capability profile (profiles/*.toml) lists, per op, the names of the rules below; a rule looks at the
+real ggml tensor of the node (type, ne, nb, contiguity, srcs) and returns None when the backend would
+accept it or a short reason when it would refuse it. Buffers are not read from the tensor: the simulator
+tells the rule which (possibly hypothetical) buffer kind a tensor lives in, so that a profile can be
+evaluated for a backend this machine does not have.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ggml import ggml as g
+
+F32, F16, BF16, I32 = g.GGML_TYPE_F32, g.GGML_TYPE_F16, g.GGML_TYPE_BF16, g.GGML_TYPE_I32
+QUANT_HEX = {g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q4_1, g.GGML_TYPE_Q8_0, g.GGML_TYPE_IQ4_NL, g.GGML_TYPE_MXFP4}
+
+
+class Env(Protocol):
+    """What a rule may ask the simulator: the buffer kind a tensor is in (None: not allocated yet)."""
+
+    def buffer_kind(self, t) -> str | None: ...
+
+
+Rule = Callable[[Any, Env, Any], "str | None"]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def deco(fn: Rule) -> Rule:
+        RULES[name] = fn
+        return fn
+
+    return deco
+
+
+def src(t, i: int):
+    p = t.contents.src[i]
+    return p if p else None
+
+
+def tname(ty: int) -> str:
+    return g.ggml_type_name(ty).decode()
+
+
+def ne(t) -> list[int]:
+    return [int(t.contents.ne[i]) for i in range(4)]
+
+
+def nrows(t) -> int:
+    return int(g.ggml_nrows(t))
+
+
+# ---- generic -------------------------------------------------------------------------------------------------
+@rule("never")
+def never(t, env: Env, arg) -> str | None:
+    return str(arg or "not in the backend's supports_op switch")
+
+
+@rule("own_buffers")
+def own_buffers(t, env: Env, arg) -> str | None:
+    """ggml_hexagon_supported_buffers: dst and every src that has a buffer must be in one of ours."""
+    kinds = set(arg if isinstance(arg, list) else [arg])
+    for x in [t] + [src(t, i) for i in range(g.GGML_MAX_SRC)]:
+        if x is None:
+            continue
+        k = env.buffer_kind(x)
+        if k is not None and k not in kinds:
+            return f"{x.contents.name.decode()} is in a {k} buffer, not {'/'.join(sorted(kinds))}"
+    return None
+
+
+# ---- CPU (ggml-cpu.cpp ggml_backend_cpu_device_supports_op) ------------------------------------------------
+@rule("cpu_mul_mat")
+def cpu_mul_mat(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    vdt = g.ggml_get_type_traits_cpu(s0.contents.type).contents.vec_dot_type
+    if s1.contents.type == F32 or s1.contents.type == vdt:
+        return None
+    return f"src1 {tname(s1.contents.type)} is neither F32 nor the vec_dot type of {tname(s0.contents.type)}"
+
+
+# ---- BLAS (ggml-blas.cpp ggml_backend_blas_device_supports_op) ----------------------------------------------
+def has_to_float(ty: int) -> bool:
+    return ty == F32 or bool(g.ggml_get_type_traits(ty).contents.to_float)
+
+
+@rule("blas_mul_mat")
+def blas_mul_mat(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    min_batch = int(arg or 32)
+    if not g.ggml_is_contiguous(s0):
+        return "src0 not contiguous"
+    if not g.ggml_is_contiguous(s1):
+        return "src1 not contiguous"
+    if s1.contents.type != F32:
+        return f"src1 {tname(s1.contents.type)} (needs F32)"
+    dims = {"ne0": int(t.contents.ne[0]), "ne1": int(t.contents.ne[1]), "ne10": int(s1.contents.ne[0])}
+    small = [f"{k}={v}" for k, v in dims.items() if v < min_batch]
+    if small:
+        return f"{', '.join(small)} < {min_batch}"
+    if not has_to_float(s0.contents.type):
+        return f"src0 {tname(s0.contents.type)} has no to_float"
+    return None
+
+
+@rule("blas_out_prod")
+def blas_out_prod(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    ok = (
+        s0.contents.type == F32
+        and s1.contents.type == F32
+        and g.ggml_is_matrix(s0)
+        and g.ggml_is_matrix(s1)
+        and g.ggml_is_contiguous(s0)
+        and (g.ggml_is_contiguous(s1) or g.ggml_is_transposed(s1))
+    )
+    return None if ok else "OUT_PROD needs F32 contiguous matrices"
+
+
+# ---- Hexagon (ggml-hexagon.cpp ggml_hexagon_supported_*) ----------------------------------------------------
+@rule("hex_binary")
+def hex_binary(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    t0, t1, td = s0.contents.type, s1.contents.type, t.contents.type
+    if t0 == F32:
+        if t1 != F32 or td != F32:
+            return "F32 src0 needs F32 src1 and dst"
+    elif t0 == F16:
+        if t1 != F16 or td != F16:
+            return "F16 src0 needs F16 src1 and dst"
+    else:
+        return f"src0 {tname(t0)}"
+    if not g.ggml_are_same_shape(s0, t):
+        return "src0 and dst differ in shape"
+    if not g.ggml_can_repeat(s1, s0):
+        return "src1 cannot be repeated into src0"
+    if g.ggml_is_permuted(s1):
+        return "src1 permuted"
+    if arg == "no_permuted" and (g.ggml_is_permuted(s0) or g.ggml_is_permuted(t)):
+        return "src0 or dst permuted"
+    return None
+
+
+@rule("hex_unary")
+def hex_unary(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    if s0.contents.type != F32 or t.contents.type != F32:
+        return "needs F32 src0 and dst"
+    if not g.ggml_are_same_shape(s0, t):
+        return "src0 and dst differ in shape"
+    if not g.ggml_is_contiguous(t):
+        return "dst not contiguous"
+    if arg == "no_permuted" and g.ggml_is_permuted(s0):
+        return "src0 permuted"
+    return None
+
+
+@rule("hex_activation")
+def hex_activation(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    if s0.contents.type != F32 or t.contents.type != F32:
+        return "needs F32 src0 and dst"
+    if not g.ggml_is_contiguous(s0) or not g.ggml_is_contiguous(t):
+        return "src0 and dst must be contiguous"
+    if s1 is not None:
+        if s1.contents.type != F32 or not g.ggml_are_same_shape(s0, s1) or not g.ggml_is_contiguous(s1):
+            return "src1 must be F32, contiguous and shaped like src0"
+    return None
+
+
+@rule("hex_softmax")
+def hex_softmax(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    if src(t, 2) is not None:
+        return "sinks (src2) not supported"
+    if s0.contents.type != F32 or t.contents.type != F32:
+        return "needs F32 src0 and dst"
+    if s1 is not None:
+        a, b = ne(s0), ne(s1)
+        if s1.contents.type not in (F32, F16) or a[0] != b[0] or b[1] < a[1] or a[2] % b[2] or a[3] % b[3]:
+            return "mask shape/type not supported"
+        if not g.ggml_is_contiguous(s1):
+            return "mask not contiguous"
+    if not g.ggml_is_contiguous(s0) or not g.ggml_is_contiguous(t):
+        return "src0/dst not contiguous"
+    n0 = ne(s0)[0]
+    if n0 > 32 and n0 % 32:
+        return f"row size {n0} > 32 and not a multiple of 32"
+    if n0 > 131072:
+        return f"row size {n0} > 131072"
+    return None
+
+
+@rule("hex_rope")
+def hex_rope(t, env: Env, arg) -> str | None:
+    mode = int(t.contents.op_params[2])
+    if mode == g.GGML_ROPE_TYPE_VISION or mode & 1:
+        return f"rope mode {mode}"
+    s0, s1, s2 = src(t, 0), src(t, 1), src(t, 2)
+    if s0.contents.type != F32 or t.contents.type != F32 or s1.contents.type != I32:
+        return "needs F32 src0/dst and I32 positions"
+    if s2 is not None and s2.contents.type != F32:
+        return "freq factors not F32"
+    for x in (s0, s1, s2, t):
+        if x is not None and not g.ggml_is_contiguous(x):
+            return "operands must be contiguous"
+    return None
+
+
+@rule("hex_get_rows")
+def hex_get_rows(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    if s0.contents.type != F32:
+        return f"table {tname(s0.contents.type)} (F32 only)"
+    if s1.contents.type not in (I32, g.GGML_TYPE_I64) or t.contents.type != F32:
+        return "needs I32/I64 indices and F32 dst"
+    return None
+
+
+@rule("hex_cpy")
+def hex_cpy(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    a, d = s0.contents.type, t.contents.type
+    if a not in (F32, F16) or d not in (F32, F16):
+        return "F32/F16 only"
+    if a != d and (g.ggml_is_transposed(s0) or g.ggml_is_transposed(t) or not g.ggml_are_same_shape(s0, t)):
+        return "type conversion and reshaping at once"
+    return None
+
+
+@rule("hex_cont")
+def hex_cont(t, env: Env, arg) -> str | None:
+    return None if src(t, 0).contents.type in (F32, F16) else "F32/F16 only"
+
+
+@rule("hex_concat")
+def hex_concat(t, env: Env, arg) -> str | None:
+    for x in [src(t, i) for i in range(g.GGML_MAX_SRC)]:
+        if x is not None and x.contents.type not in (F32, F16, I32):
+            return f"src {tname(x.contents.type)}"
+    return None
+
+
+@rule("hex_pad")
+def hex_pad(t, env: Env, arg) -> str | None:
+    return None if src(t, 0).contents.type == F32 and t.contents.type == F32 else "F32 only"
+
+
+@rule("hex_sum_rows")
+def hex_sum_rows(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    ok = s0.contents.type == F32 and t.contents.type == F32 and g.ggml_is_contiguous(s0) and g.ggml_is_contiguous(t)
+    return None if ok else "F32 contiguous only"
+
+
+@rule("hex_repeat")
+def hex_repeat(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    if s0.contents.type not in (F32, F16) or s0.contents.type != t.contents.type:
+        return "F32/F16, same type"
+    if any(d % s for d, s in zip(ne(t), ne(s0), strict=True)) or g.ggml_is_transposed(s0) or g.ggml_is_transposed(t):
+        return "dst not a whole repeat of src0"
+    return None
+
+
+@rule("hex_im2col_2d")
+def hex_im2col_2d(t, env: Env, arg) -> str | None:
+    """ggml-org/ggml 78c531d: 2-D, unpadded im2col only (F32 input)."""
+    p = t.contents.op_params
+    if int(p[6]) != 1:
+        return "1-D IM2COL (only 2-D is accepted)"
+    s1 = src(t, 1)
+    if s1.contents.type != F32 or t.contents.type not in (F16, F32):
+        return "needs F32 input and F16/F32 dst"
+    if not g.ggml_is_contiguous(s1) or not g.ggml_is_contiguous(t):
+        return "input/dst not contiguous"
+    if int(p[2]) or int(p[3]):
+        return "padded IM2COL"
+    return None
+
+
+def _hex_mm_types(t, env: Env, quant_rows: str) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    if t.contents.type != F32:
+        return "dst not F32"
+    if s1.contents.type not in (F32, F16):
+        return f"src1 {tname(s1.contents.type)}"
+    w = s0.contents.type
+    if w in QUANT_HEX:
+        if ne(s0)[0] % 32:
+            return "quantized src0 ne0 % 32 != 0"
+        if quant_rows == "old" and nrows(s0) > 16 * 1024:
+            return f"quantized src0 rows {nrows(s0)} > 16384"
+        if quant_rows == "new" and ne(s0)[1] > 32768:
+            return f"quantized src0 ne1 {ne(s0)[1]} > 32768"
+        if ne(s1)[2] != 1 or ne(s1)[3] != 1:
+            return "quantized: src1 broadcasting"
+        if env.buffer_kind(s0) not in (None, "htp-repack"):
+            return "quantized src0 not in the REPACK buffer"
+        return None
+    if w == F16 or (w == F32 and quant_rows == "new"):
+        if w == F32 and s1.contents.type != F32:
+            return "F32 src0 needs F32 src1"
+        if int(s0.contents.nb[1]) < int(s0.contents.nb[0]):
+            return f"permuted {tname(w)} src0"
+        if quant_rows == "new" and (ne(s1)[2] < ne(s0)[2] or ne(s1)[3] < ne(s0)[3]):
+            return "src1 batch smaller than src0's"
+        return None
+    return f"src0 {tname(w)} not supported"
+
+
+@rule("hex_mul_mat_rowlimit")
+def hex_mul_mat_rowlimit(t, env: Env, arg) -> str | None:
+    """The older mul_mat check: F16/quantized only, and `ggml_nrows(src1) > 1024` refused."""
+    why = _hex_mm_types(t, env, "old")
+    if why:
+        return why
+    limit = int(arg or 1024)
+    rows = nrows(src(t, 1))
+    if rows > limit:
+        return f"ggml_nrows(src1) = {rows} > {limit}"
+    return None
+
+
+@rule("hex_mul_mat_vtcm")
+def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
+    """0.15.3: no row limit; the host solver refuses what does not fit VTCM.
+
+    APPROXIMATION: the solver's fallback chain ends at the flat HVX kernel, whose working set we estimate
+    as, per HTP thread, two src0 rows (double-buffered prefetch) plus one src1 row converted to F16, plus
+    one dst row; it is compared with the VTCM budget (8 MiB, the session's fallback when the hardware
+    query fails). The real ggml_hexagon_precompute_matmul_params is richer; shapes near the budget may differ.
+    """
+    why = _hex_mm_types(t, env, "new")
+    if why:
+        return why
+    cfg = arg or {}
+    budget = int(cfg.get("vtcm_bytes", 8 * 1024 * 1024))
+    threads = int(cfg.get("threads", 6))
+    s0, s1 = src(t, 0), src(t, 1)
+    row0 = -(-int(s0.contents.nb[1]) // 128) * 128
+    row1 = -(-(ne(s1)[0] * 2) // 128) * 128
+    rowd = -(-(ne(t)[0] * 4) // 128) * 128
+    need = threads * (2 * row0 + row1 + rowd)
+    if need > budget:
+        return f"approx. VTCM need {need} B > budget {budget} B"
+    return None
+
+
+# ---- CUDA (ggml-cuda.cu ggml_backend_cuda_device_supports_op, the parts the decoder uses) --------------------
+@rule("cuda_types_f32_f16")
+def cuda_types_f32_f16(t, env: Env, arg) -> str | None:
+    s0, s1 = src(t, 0), src(t, 1)
+    ok = s0.contents.type in (F32, F16) and s1.contents.type in (F32, F16) and t.contents.type in (F32, F16)
+    return None if ok else "binary op needs F32/F16 operands"
+
+
+@rule("cuda_mul_mat")
+def cuda_mul_mat(t, env: Env, arg) -> str | None:
+    a, b = src(t, 0), src(t, 1)
+    if b.contents.type == F16 and a.contents.type != F16:
+        return "F16 src1 with non-F16 src0"
+    ok = {F32, F16, BF16, g.GGML_TYPE_Q8_0, g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q4_1, g.GGML_TYPE_Q5_0, g.GGML_TYPE_Q5_1}
+    return None if a.contents.type in ok else f"src0 {tname(a.contents.type)}"
+
+
+@rule("cuda_conv_transpose_1d")
+def cuda_conv_transpose_1d(t, env: Env, arg) -> str | None:
+    ok = src(t, 0).contents.type == F32 and src(t, 1).contents.type == F32
+    return None if ok else "CONV_TRANSPOSE_1D needs F32 kernel and input"
+
+
+@rule("cuda_col2im_1d")
+def cuda_col2im_1d(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    ok = (
+        s0.contents.type in (F32, F16, BF16)
+        and t.contents.type == s0.contents.type
+        and g.ggml_is_contiguous(s0)
+        and g.ggml_is_contiguous(t)
+    )
+    return None if ok else "COL2IM_1D needs a contiguous F32/F16/BF16 src0 of dst's type"
+
+
+@rule("contiguous_src0")
+def contiguous_src0(t, env: Env, arg) -> str | None:
+    return None if g.ggml_is_contiguous(src(t, 0)) else "src0 not contiguous"
+
+
+@rule("contiguous_rows_src0")
+def contiguous_rows_src0(t, env: Env, arg) -> str | None:
+    return None if g.ggml_is_contiguous_rows(src(t, 0)) else "src0 rows not contiguous"
+
+
+@rule("cuda_rope")
+def cuda_rope(t, env: Env, arg) -> str | None:
+    s0 = src(t, 0)
+    ok = int(s0.contents.nb[0]) == g.ggml_type_size(s0.contents.type) and g.ggml_is_contiguous_2(s0)
+    return None if ok else "src0 layout"
+
+
+@rule("cuda_concat")
+def cuda_concat(t, env: Env, arg) -> str | None:
+    a, b = src(t, 0).contents.type, src(t, 1).contents.type
+    ok = a == b == t.contents.type and not g.ggml_is_quantized(a) and g.ggml_type_size(a) in (1, 2, 4, 8)
+    return None if ok else "CONCAT types differ"
+
+
+@rule("cuda_repeat")
+def cuda_repeat(t, env: Env, arg) -> str | None:
+    return None if src(t, 0).contents.type in (F32, F16) else "REPEAT F32/F16 only"
+
+
+@rule("cuda_get_rows")
+def cuda_get_rows(t, env: Env, arg) -> str | None:
+    ok = {F32, F16, BF16, I32, g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q4_1, g.GGML_TYPE_Q5_0, g.GGML_TYPE_Q5_1, g.GGML_TYPE_Q8_0}
+    return None if src(t, 0).contents.type in ok else "table type"
+
+
+@rule("cuda_cpy")
+def cuda_cpy(t, env: Env, arg) -> str | None:
+    a, b = src(t, 0).contents.type, t.contents.type
+    if a in (F32, F16, BF16) and b in (F32, F16, BF16):
+        return None
+    if a == b and g.ggml_is_contiguous(src(t, 0)) and g.ggml_is_contiguous(t):
+        return None
+    return "type pair"
+
+
+def check(names: list, t, env: Env) -> tuple[str, str] | None:
+    """Run the rules in order; the first refusal as (rule name, reason), or None when all accept."""
+    for item in names:
+        name, arg = (item, None) if isinstance(item, str) else (item[0], item[1] if len(item) > 1 else None)
+        why = RULES[name](t, env, arg)
+        if why:
+            return name, why
+    return None
+
+
+def addr(t) -> int:
+    return int(ctypes.cast(t, ctypes.c_void_p).value or 0)

@@ -1,0 +1,51 @@
+"""`kzlab report MODEL [MODEL2] [options] -o report.html`: one self-contained HTML file of decode,
+profile, placement and audio for one or two decoders (two: a side-by-side comparison)."""
+
+from __future__ import annotations
+
+from kzlab.commands.common import add_backend, add_lowering, backend_kw, lowering_from
+
+
+def register(sub) -> None:
+    from kzlab.ui.runner import INPUTS
+
+    p = sub.add_parser("report", help="write a self-contained HTML report (figures, tables, audio)")
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="decoder files (.gguf), or the built-in 'synthetic' / 'known-answer'; two are compared")
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
+    p.add_argument("--input", choices=INPUTS, default="random",
+                   help="fixture codes, random codes of --frames frames, --codes FILE, or --audio (known-answer)")
+    p.add_argument("--frames", type=int, default=8, help="frames of random codes (audio: at most this many)")
+    p.add_argument("--codes", default="", help="codes file for --input npy")
+    p.add_argument("--audio", default="", help="24 kHz WAV for --input audio (default: data/speech-24k.wav)")
+    p.add_argument("--repeat", type=int, default=3, help="profile repeats")
+    p.add_argument("--hexagon", default=None, metavar="PROFILE", help="also simulate placement, e.g. hexagon-v0.15.2")
+    p.add_argument("--title", default="kzlab report")
+    add_backend(p)
+    add_lowering(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from kzlab.report import write_report
+    from kzlab.ui.runner import RunSpec, execute
+
+    if len(args.models) > 2:
+        print("kzlab report: at most two models (the second is compared with the first)")
+        return 2
+    low = lowering_from(args).to_dict()
+    bk = backend_kw(args)
+    recs = []
+    for i, m in enumerate(args.models):
+        spec = RunSpec(model=m, input=args.input, frames=args.frames, npy_path=args.codes, audio_path=args.audio,
+                       backend=bk["backend"], threads=bk["threads"], sched=bool(bk["sched"]),
+                       op_offload=bk["op_offload"], weights_on=bk["weights_on"], lowering=low, repeat=args.repeat,
+                       hexagon_profile=args.hexagon, label=f"{'AB'[i]}: {m}")
+        rec = execute(spec, lambda k, n, text: print(f"  [{k}/{n}] {text}", flush=True))
+        print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else f"{len(rec.wav)} samples"))
+        for note in rec.notes:
+            print(f"  note: {note.splitlines()[0]}")
+        recs.append(rec)
+    out = write_report(recs, args.output, args.title)
+    print(f"wrote {out.resolve()}")
+    return 0 if all(r.ok for r in recs) else 2

@@ -1,0 +1,880 @@
+"""Structural inference: a layout map for a decoder file whose tensor names no known dialect uses.
+
+Names differ between converters, structure does not. The decoder's parts are found from tensor shapes
+first (codebooks and their projections, pre_conv, the decoder blocks whose channels halve, the residual
+convolutions of each block, the upsampling stages, the transformer layers); the numbers in the names and
+their common prefixes then tell which small vectors (biases, norms, scales, snake parameters) belong to
+which part; only where several tensors have the same shape *and* the same place does a small
+vocabulary of role words decide (alpha/beta, q/k/v, gate/up, norm/scale...), with numbers in the names
+(`act1` before `act2`) as the last resort. Tensor order in the file is never used: files are rewritten in
+any order. When two tensors still cannot be told apart, inference refuses and names both.
+
+Every assignment records how it was decided: `shape` (no other tensor fits: certain), `name` (the name's
+structure or a role word decided) or `order` (numbers in the names decided). The proposal is a plain
+`LayoutMap` of exact names, so it can be written with `kzlab layout infer -o map.toml`, read, edited and
+passed back as `layout=`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kzlab.errors import InvalidOptionError, LayoutError
+from kzlab.formats.layout import LayoutMap
+from kzlab.formats.reader import RawFile
+from kzlab.model.hparams import METADATA_ALIASES, HParams, _pick, hparams_from, replace
+from kzlab.model.roles import decoder_roles
+
+# --- words --------------------------------------------------------------------------------------------
+# A small multilingual vocabulary (English, French, German, Spanish, Italian; common abbreviations).
+# Tokens are lower-cased and stripped of accents before lookup.
+_W: dict[str, frozenset[str]] = {
+    k: frozenset(v.split())
+    for k, v in {
+        "q": "q wq query queries requete anfrage consulta",
+        "k": "k wk key keys cle clef schluessel schlussel clave chiave",
+        "v": "v wv value values valeur wert valor valore",
+        "o": "o wo out output dense sortie ausgabe salida uscita",
+        "gate": "gate gating w1 porte tor puerta",
+        "up": "up w3 haut hoch auf arriba su",
+        "down": "down w2 bas runter ab abajo giu",
+        "alpha": "alpha a freq frequency frequence frequenz frecuencia frequenza",
+        "beta": "beta b amp amplitude magnitude mag amplitud ampiezza",
+        "weight": "weight w g gain poids gewicht peso kernel",
+        "bias": "bias b biais shift offset sesgo verschiebung",
+        "norm": "norm ln rms layernorm rmsnorm norme normalisation normalization normierung",
+        "scale": "scale ls gamma layerscale echelle skala escala scala",
+        "attn": "attn attention att self sa aufmerksamkeit atencion attenzione",
+        "ffn": "ffn mlp ff feedforward feed fc",
+        "pre": "pre input first before avant vor erste primero",
+        "post": "post after second apres nach zweite segundo",
+        "in": "in input inp entree eingang entrada ingresso",
+        "out": "out output sortie ausgang salida uscita",
+        "encoder": "enc encoder encodeur codeur kodierer codificador",
+        "semantic": "semantic sem first semantique semantisch semantico premier erster primero",
+        "acoustic": "acoustic ac rest acoustique akustisch acustico reste resto residual",
+        "heads": "head heads nhead nheads tete tetes kopf koepfe kopfe cabeza cabezas testa teste",
+    }.items()
+}
+#: words that also count when they are part of a longer token ("layernorm", "layerscale")
+_INFIX = {"norm": ("norm",), "scale": ("scale",)}
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SPLIT = re.compile(r"[^0-9a-z]+")
+
+
+def tokens(name: str) -> tuple[str, ...]:
+    """The words and numbers of a tensor name: split at any separator and at camelCase, lower-cased,
+    accents removed (`Tête_Attn.0` -> ('tete', 'attn', '0'))."""
+    folded = unicodedata.normalize("NFKD", _CAMEL.sub(" ", name))
+    folded = "".join(c for c in folded if not unicodedata.combining(c)).lower()
+    return tuple(t for t in _SPLIT.split(folded) if t)
+
+
+def has_word(kind: str, toks: Iterable[str]) -> bool:
+    """Whether any token is one of the words for `kind` (also with a number after it: `ln1`, `ls2`)."""
+    words, infix = _W[kind], _INFIX.get(kind, ())
+    return any(t in words or t.rstrip("0123456789") in words or any(i in t for i in infix) for t in toks)
+
+
+def lcp(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Length of the common token prefix: how close two tensors sit in the module tree."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that orders numbers by value (`blk.10` after `blk.9`)."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in tokens(name))
+
+
+def _ordinal(toks: Iterable[str]) -> int | None:
+    """The first number in some tokens (`act2` -> 2, `3` -> 3), for ordering sibling modules."""
+    for t in toks:
+        m = re.search(r"\d+", t)
+        if m:
+            return int(m.group())
+    return None
+
+
+# --- result -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Assignment:
+    """One tensor given a canonical role, and on what grounds."""
+
+    role: str
+    tensor: str
+    how: str  # "shape", "name" or "order"
+
+    @property
+    def certain(self) -> bool:
+        """Only a unique shape is certain; names and numbers are conventions a file may break."""
+        return self.how == "shape"
+
+
+@dataclass
+class Proposal:
+    """A complete map of one file onto the canonical roles, with the hyperparameters it implies."""
+
+    layout: LayoutMap
+    assignments: list[Assignment]
+    hparams: HParams
+    overrides: dict[str, Any] = field(default_factory=dict)
+    unused: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    heads: str = "metadata"  # where the head count came from: "metadata", "key '...'" or "assumed"
+
+    def counts(self) -> dict[str, int]:
+        out = {"shape": 0, "name": 0, "order": 0}
+        for a in self.assignments:
+            out[a.how] += 1
+        return out
+
+    def summary(self) -> str:
+        c, hp = self.counts(), self.hparams
+        return (
+            f"{len(self.assignments)} tensors mapped ({c['shape']} by shape, {c['name']} by name, "
+            f"{c['order']} by order), {len(self.unused)} unused; {hp.num_quantizers} codebooks, "
+            f"{hp.num_layers} layers of {hp.num_heads} heads x {hp.head_dim}, latent {hp.latent_dim}, "
+            f"decoder_dim {hp.decoder_dim}"
+            + (
+                "; no head count in the file: heads assumed, give overrides={'num_heads': N}"
+                if self.heads == "assumed"
+                else f"; head count from metadata {self.heads}"
+                if self.heads != "metadata"
+                else ""
+            )
+        )
+
+    def describe(self) -> str:
+        """The full proposal as text (what `kzlab layout infer` prints)."""
+        lines = [self.summary(), ""]
+        w = max((len(a.role) for a in self.assignments), default=0)
+        for a in self.assignments:
+            lines.append(f"  {a.role:<{w}}  <- {a.tensor}   [{a.how}{'' if a.certain else ', uncertain'}]")
+        if self.unused:
+            lines += ["", f"not used by the decoder ({len(self.unused)}): " + ", ".join(self.unused[:12])]
+        lines += ["", "hyperparameters: " + ", ".join(f"{k}={v}" for k, v in self.hparams.to_dict().items())]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+# --- tensors under consideration ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _T:
+    name: str
+    shape: tuple[int, ...]
+    toks: tuple[str, ...]
+
+    def mat(self) -> tuple[int, int] | None:
+        """The shape as a matrix [out, in]; converters sometimes keep a size-1 kernel axis."""
+        s = self.shape
+        if len(s) == 2:
+            return s[0], s[1]
+        if len(s) == 3 and s[2] == 1:
+            return s[0], s[1]
+        if len(s) == 3 and s[0] == 1:
+            return s[1], s[2]
+        return None
+
+    def conv(self) -> tuple[int, int, int] | None:
+        s = self.shape
+        if len(s) == 3:
+            return s[0], s[1], s[2]
+        return None
+
+
+def _refuse(msg: str, names: Iterable[str]) -> LayoutError:
+    shown = ", ".join(f"'{n}'" for n in list(names)[:8])
+    return LayoutError(f"{msg}: {shown}" if shown else msg)
+
+
+class _Solver:
+    """Shared state: the tensors not yet given a role, and the assignments so far."""
+
+    def __init__(self, raw: RawFile):
+        self.raw = raw
+        self.src = str(raw.path)
+        self.all = {n: _T(n, tuple(int(d) for d in t.shape), tokens(n)) for n, t in raw.tensors.items()}
+        self.excluded = sorted(n for n, t in self.all.items() if _is_encoder(t.toks))
+        self.free = {n: t for n, t in self.all.items() if n not in self.excluded}
+        self.out: dict[str, Assignment] = {}
+
+    def take(self, role: str, t: _T | str, how: str) -> None:
+        name = t if isinstance(t, str) else t.name
+        if role in self.out:
+            raise _refuse(f"role '{role}' matched twice", [self.out[role].tensor, name])
+        self.free.pop(name)
+        self.out[role] = Assignment(role, name, how)
+
+    def find(self, pred: Callable[[_T], bool]) -> list[_T]:
+        return sorted((t for t in self.free.values() if pred(t)), key=lambda t: natural_key(t.name))
+
+
+def _is_encoder(toks: tuple[str, ...]) -> bool:
+    """An encoder tensor: an encoder word among the first three tokens, before any decoder word."""
+    for t in toks[:3]:
+        if t in ("dec", "decoder", "decodeur", "dekodierer", "decodificador"):
+            return False
+        if t in _W["encoder"]:
+            return True
+    return False
+
+
+# --- assignment by enumeration ------------------------------------------------------------------------
+Score = tuple[float, float, float]
+
+
+def _solve(
+    items: list[_T],
+    roles: list[str],
+    ok: Callable[[dict[str, _T]], bool],
+    score: Callable[[dict[str, _T]], Score],
+    what: str,
+) -> dict[str, tuple[_T, str]]:
+    """Give each role one of `items` (as many items as roles): among the assignments `ok` accepts, the
+    best by (name structure, role words, numbers in names). Returns {role: (tensor, how)}; refuses,
+    naming the tensors, when no assignment fits or the best is not unique."""
+    if len(items) != len(roles):
+        raise _refuse(f"{what}: expected {len(roles)} tensors, found {len(items)}", [t.name for t in items])
+    cands = []
+    for perm in itertools.permutations(items):
+        a = dict(zip(roles, perm, strict=True))
+        if ok(a):
+            cands.append((score(a), a))
+    if not cands:
+        raise _refuse(f"{what}: these tensors do not have the shapes of {', '.join(roles)}", [t.name for t in items])
+    best = max(s for s, _ in cands)
+    top = [a for s, a in cands if s == best]
+    if len(top) > 1:
+        differ = sorted({top[0][r].name for r in roles if any(a[r] is not top[0][r] for a in top[1:])})
+        raise _refuse(f"{what}: cannot tell these tensors apart (same shape, no distinguishing name)", differ)
+    win = top[0]
+    out: dict[str, tuple[_T, str]] = {}
+    for r in roles:
+        tier = 3
+        for depth, how in ((0, "shape"), (1, "name"), (2, "name")):
+            rivals = [a for s, a in cands if s[:depth] == best[:depth]]
+            if all(a[r] is win[r] for a in rivals):
+                tier = depth
+                out[r] = (win[r], how)
+                break
+        if tier == 3:
+            out[r] = (win[r], "order")
+    return out
+
+
+def _suffixes(group: list[_T]) -> dict[str, tuple[str, ...]]:
+    """Each tensor's tokens after the prefix the whole group shares (the part that tells them apart)."""
+    if not group:
+        return {}
+    n = min(lcp(group[0].toks, t.toks) for t in group) if len(group) > 1 else max(len(group[0].toks) - 2, 0)
+    return {t.name: t.toks[n:] for t in group}
+
+
+# --- the parts of the decoder ---------------------------------------------------------------------------
+def _quantizer(s: _Solver) -> dict[str, int]:
+    """Codebooks [size, vq_dim] and the two output projections [codebook_dim, vq_dim]: the projections are
+    the only pair of matrices whose input width is the codebooks' width and whose output feeds a
+    kernel-3 convolution (pre_conv)."""
+    mats = [t for t in s.free.values() if t.mat()]
+    by_shape: dict[tuple[int, int], list[_T]] = defaultdict(list)
+    for t in mats:
+        by_shape[t.mat()].append(t)
+    found = []
+    for (cd, vd), projs in by_shape.items():
+        if len(projs) != 2:
+            continue
+        books = [t for t in s.free.values() if len(t.shape) == 2 and t.shape[1] == vd and t not in projs]
+        pre = [t for t in s.free.values() if t.conv() and t.shape[1] == cd and t.shape[2] == 3]
+        if len(books) >= 2 and len(pre) == 1:
+            found.append((projs, books, pre[0]))
+    if not found:
+        raise LayoutError(
+            f"{s.src}: not a Qwen3-TTS 12 Hz decoder as far as the shapes tell: no set of codebooks with two "
+            "output projections feeding a kernel-3 convolution"
+        )
+    if len(found) > 1:
+        raise _refuse(f"{s.src}: several tensor sets look like the quantizer", [f[0][0].name for f in found])
+    projs, books, pre = found[0]
+    first, rest = _split_codebooks(s, books)
+    s.take("vq.first.codebook", first[0], first[1])
+    for i, (t, how) in enumerate(rest):
+        s.take(f"vq.rest.{i}.codebook", t, how)
+    # which projection follows the semantic codebook: the one whose name shares more with it, else the
+    # one with a word for "semantic", else the lower number
+    aff = [lcp(p.toks, first[0].toks) - max(lcp(p.toks, r.toks) for r, _ in rest) for p in projs]
+    if aff[0] != aff[1]:
+        p_first, p_rest = (projs[0], projs[1]) if aff[0] > aff[1] else (projs[1], projs[0])
+        how = "name"
+    elif (sem := [has_word("semantic", _suffixes(projs)[p.name]) for p in projs]) and sem[0] != sem[1]:
+        p_first, p_rest = (projs[0], projs[1]) if sem[0] else (projs[1], projs[0])
+        how = "name"
+    else:
+        o = [_ordinal(_suffixes(projs)[p.name]) for p in projs]
+        if o[0] is None or o[1] is None or o[0] == o[1]:
+            raise _refuse("cannot tell the semantic from the acoustic output projection", [p.name for p in projs])
+        p_first, p_rest = (projs[0], projs[1]) if o[0] < o[1] else (projs[1], projs[0])
+        how = "order"
+    s.take("vq.first.output_proj.weight", p_first, how)
+    s.take("vq.rest.output_proj.weight", p_rest, how)
+    s.take("pre_conv.weight", pre, "shape")
+    cd, vd = projs[0].mat()
+    return {"vd": vd, "cd": cd, "L": pre.shape[0]}
+
+
+def _split_codebooks(s: _Solver, books: list[_T]) -> tuple[tuple[_T, str], list[tuple[_T, str]]]:
+    """The semantic codebook (first) and the acoustic ones in order. A different size tells the first
+    for certain; otherwise a name family of its own (`first.codebook` beside `rest.{i}.codebook`), or
+    the lowest number of a single family."""
+    sizes = defaultdict(list)
+    for b in books:
+        sizes[b.shape[0]].append(b)
+    if len(sizes) == 2 and min(len(v) for v in sizes.values()) == 1:
+        first = next(v[0] for v in sizes.values() if len(v) == 1)
+        rest = sorted((b for b in books if b is not first), key=lambda b: natural_key(b.name))
+        return (first, "shape"), [(b, "order") for b in rest]
+    if len(sizes) != 1:
+        raise _refuse("codebooks of more than two sizes", [b.name for b in books])
+    fams: dict[tuple[str, ...], list[_T]] = defaultdict(list)
+    for b in books:
+        fams[tuple("#" if t.isdigit() else t for t in b.toks)].append(b)
+    if len(fams) == 2 and sorted(len(v) for v in fams.values())[0] == 1:
+        first = next(v[0] for v in fams.values() if len(v) == 1)
+        rest = sorted((b for b in books if b is not first), key=lambda b: natural_key(b.name))
+        return (first, "name"), [(b, "order") for b in rest]
+    if len(fams) == 1:
+        ordered = sorted(books, key=lambda b: natural_key(b.name))
+        return (ordered[0], "order"), [(b, "order") for b in ordered[1:]]
+    raise _refuse("cannot tell which codebook is the semantic one", [b.name for b in books])
+
+
+def _blocks(s: _Solver, L: int) -> dict[str, Any]:
+    """Decoder blocks: transposed convolutions [c, c/2, 2 x rate], ordered by their (halving) channels;
+    then each block's residual convolutions [c/2, c/2, 7] and [c/2, c/2, 1], paired by name."""
+    convts = s.find(lambda t: bool(t.conv()) and t.shape[0] == 2 * t.shape[1] and t.shape[2] % 2 == 0)
+    convts.sort(key=lambda t: -t.shape[0])
+    chain = []
+    for t in convts:
+        if not chain or t.shape[0] == chain[-1].shape[1]:
+            chain.append(t)
+    if not chain:
+        raise LayoutError(f"{s.src}: no decoder block found (transposed convolutions that halve the channels)")
+    dim = chain[0].shape[0]
+    dec0 = s.find(lambda t: t.shape == (dim, L, 7))
+    if len(dec0) != 1:
+        raise _refuse(f"expected one input convolution [{dim}, {L}, 7] for the decoder", [t.name for t in dec0])
+    s.take("dec.0.conv.weight", dec0[0], "shape")
+    units: dict[int, list[tuple[_T, _T]]] = {}
+    for b, t in enumerate(chain, start=1):
+        s.take(f"dec.{b}.convt.weight", t, "shape")
+        c = t.shape[1]
+        c1 = s.find(lambda x, c=c: x.shape == (c, c, 7))
+        c2 = s.find(lambda x, c=c: x.shape == (c, c, 1) or x.shape == (c, c))
+        if len(c1) != 3 or len(c2) != 3:
+            raise _refuse(
+                f"decoder block {b}: expected 3 + 3 residual convolutions of {c} channels", [x.name for x in c1 + c2]
+            )
+        pairs = _pair_by_name(c1, c2, f"residual units of decoder block {b}")
+        pairs.sort(key=lambda p: natural_key(p[0].name))
+        units[b] = pairs
+        for j, (a, bb) in enumerate(pairs):
+            s.take(f"dec.{b}.res.{j}.conv1.weight", a, "order")
+            s.take(f"dec.{b}.res.{j}.conv2.weight", bb, "order")
+    out_c = chain[-1].shape[1]
+    last = s.find(lambda t: t.shape == (1, out_c, 7))
+    if len(last) != 1:
+        raise _refuse(f"expected one output convolution [1, {out_c}, 7]", [t.name for t in last])
+    s.take(f"dec.{len(chain) + 2}.conv.weight", last[0], "shape")
+    return {"chain": chain, "units": units, "dim": dim, "out_c": out_c}
+
+
+def _pair_by_name(xs: list[_T], ys: list[_T], what: str) -> list[tuple[_T, _T]]:
+    """Pair each x with the y whose name shares the longest prefix with it; refuse if not one-to-one."""
+    pairs = []
+    for x in xs:
+        sc = [lcp(x.toks, y.toks) for y in ys]
+        best = [y for y, v in zip(ys, sc, strict=True) if v == max(sc)]
+        if len(best) != 1:
+            raise _refuse(f"{what}: cannot tell which tensors belong together", [x.name] + [y.name for y in best])
+        pairs.append((x, best[0]))
+    if len({id(y) for _, y in pairs}) != len(pairs):
+        raise _refuse(f"{what}: cannot tell which tensors belong together", [t.name for t in xs + ys])
+    return pairs
+
+
+def _upsampling(s: _Solver, L: int) -> int:
+    """Upsampling stages: one depthwise convolution [L, 1, 7] each; the transposed convolution [L, L, r]
+    and pointwise layers [4L, L], [L, 4L] of a stage are those whose names sit nearest to it."""
+    dws = s.find(lambda t: t.shape == (L, 1, 7))
+    if not dws:
+        raise LayoutError(f"{s.src}: no upsampling stage found (depthwise convolutions [{L}, 1, 7])")
+    cts = s.find(lambda t: bool(t.conv()) and t.shape[0] == L and t.shape[1] == L)
+    pw1 = s.find(lambda t: t.mat() == (4 * L, L))
+    pw2 = s.find(lambda t: t.mat() == (L, 4 * L))
+    how_stage = "order" if len(dws) > 1 else "shape"
+    for i, dw in enumerate(dws):  # natural order of names: the numbers in them
+        s.take(f"up.{i}.dwconv.weight", dw, how_stage)
+    for kind, group in (("convt", cts), ("pw1", pw1), ("pw2", pw2)):
+        if len(group) != len(dws):
+            raise _refuse(f"upsampling: expected {len(dws)} tensors for {kind}", [t.name for t in group])
+        for t in group:
+            sc = [lcp(t.toks, d.toks) for d in dws]
+            best = [i for i, v in enumerate(sc) if v == max(sc)]
+            if len(best) != 1:
+                raise _refuse("upsampling: cannot tell which stage this tensor belongs to", [t.name])
+            s.take(f"up.{best[0]}.{kind}.weight", t, how_stage)
+    return len(dws)
+
+
+def _transformer(s: _Solver, L: int) -> dict[str, Any]:
+    """Transformer layers: the matrices left that carry a layer number, seven per layer, assigned by
+    shape and role words; then the input [H, L] and output [L, H] projections."""
+    mats = [t for t in s.free.values() if t.mat() and any(x.isdigit() for x in t.toks)]
+    fams: dict[tuple[str, ...], list[_T]] = defaultdict(list)
+    for t in mats:
+        fams[tuple("#" if x.isdigit() else x for x in t.toks)].append(t)
+    layers: dict[tuple[str, ...], list[_T]] = defaultdict(list)
+    for fam in fams.values():
+        digits = [i for i, x in enumerate(fam[0].toks) if x.isdigit()]
+        varying = [i for i in digits if len({t.toks[i] for t in fam}) > 1]
+        pos = (varying or digits)[0]
+        for t in fam:
+            layers[t.toks[: pos + 1]].append(t)
+    layers = {k: v for k, v in layers.items() if len(v) >= 3}
+    if not layers:
+        raise LayoutError(f"{s.src}: no transformer layer found (numbered groups of projection matrices)")
+    keys = sorted(layers, key=lambda k: natural_key(".".join(k)))
+    info: dict[str, Any] = {"layers": []}
+    H = None
+    for i, k in enumerate(keys):
+        got = _layer(s, i, layers[k])
+        if H is not None and got["H"] != H:
+            raise _refuse(f"transformer layer {i} has width {got['H']}, layer 0 has {H}", [t.name for t in layers[k]])
+        H = got["H"]
+        info["layers"].append(got)
+    info["H"] = H
+    inp = s.find(lambda t: t.mat() == (H, L))
+    outp = s.find(lambda t: t.mat() == (L, H))
+    if H != L:
+        if len(inp) != 1 or len(outp) != 1:
+            raise _refuse("expected one transformer input and one output projection", [t.name for t in inp + outp])
+        s.take("tfm.input_proj.weight", inp[0], "shape")
+        s.take("tfm.output_proj.weight", outp[0], "shape")
+    else:
+        got = _solve(
+            inp,
+            ["tfm.input_proj.weight", "tfm.output_proj.weight"],
+            lambda a: True,
+            lambda a: (0, _words(a, {"tfm.input_proj.weight": "in", "tfm.output_proj.weight": "out"}), 0),
+            "transformer input/output projections",
+        )
+        for r, (t, how) in got.items():
+            s.take(r, t, how)
+    return info
+
+
+def _words(a: dict[str, _T], kinds: dict[str, str], suffix: dict[str, tuple[str, ...]] | None = None) -> float:
+    """Role-word score of an assignment: one point per tensor whose distinguishing tokens carry a word
+    of its role, minus one per tensor carrying a word of a rival role only."""
+    suffix = suffix or _suffixes(list(a.values()))
+    total = 0.0
+    rivals = set(kinds.values())
+    for r, t in a.items():
+        toks = suffix[t.name]
+        mine = has_word(kinds[r], toks)
+        total += 1 if mine else (-1 if any(has_word(o, toks) for o in rivals - {kinds[r]}) else 0)
+    return total
+
+
+_LAYER_MATS = ["attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up", "ffn_down"]
+
+
+def _layer(s: _Solver, i: int, group: list[_T]) -> dict[str, Any]:
+    suffix = _suffixes(group)
+    kinds = {r: r.split("_")[1] for r in _LAYER_MATS}
+
+    def ok(a: dict[str, _T]) -> bool:
+        q, k, v, o = (a[r].mat() for r in _LAYER_MATS[:4])
+        g, u, d = (a[r].mat() for r in _LAYER_MATS[4:])
+        H = q[1]
+        return k == v and k[1] == H and o == (H, q[0]) and q[0] % k[0] == 0 and g == u and g[1] == H and d == (H, g[0])
+
+    def score(a: dict[str, _T]) -> Score:
+        side = sum(1 for r in _LAYER_MATS if has_word("attn" if r.startswith("attn") else "ffn", suffix[a[r].name]))
+        return (0, _words(a, kinds, suffix) + 0.5 * side, 0)
+
+    got = _solve(group, _LAYER_MATS, ok, score, f"transformer layer {i}")
+    names = {r: t for r, (t, _) in got.items()}
+    for r, (t, how) in got.items():
+        s.take(f"tfm.blk.{i}.{r}.weight", t, how)
+    return {
+        "H": names["attn_q"].mat()[1],
+        "attn": [names[r] for r in _LAYER_MATS[:4]],
+        "ffn": [names[r] for r in _LAYER_MATS[4:]],
+    }
+
+
+# --- vectors ------------------------------------------------------------------------------------------
+@dataclass
+class _Owner:
+    """A part of the decoder with its matrices already known and the vectors it still needs."""
+
+    key: str
+    tensors: list[_T]
+    sizes: dict[int, int]  # vector length -> how many
+    min_lcp: int = 0
+    optional: bool = False
+    got: list[_T] = field(default_factory=list)
+
+    def affinity(self, v: _T) -> int:
+        return max((lcp(v.toks, t.toks) for t in self.tensors), default=0)
+
+
+def _attach(s: _Solver, owners: list[_Owner]) -> list[_T]:
+    """Give each vector to the part whose tensors' names share the longest prefix with it. Vectors that
+    tie between parts, or that a full part does not need, stay unattached; parts still short of
+    vectors then take the unattached ones of their length when that leaves no choice."""
+    vecs = [t for t in s.free.values() if len(t.shape) == 1]
+    left: list[_T] = []
+    for v in vecs:
+        cand = [(o.affinity(v), o) for o in owners if o.tensors and o.sizes.get(v.shape[0])]
+        cand = [(a, o) for a, o in cand if a >= o.min_lcp]
+        if not cand:
+            left.append(v)
+            continue
+        best = max(a for a, _ in cand)
+        top = [o for a, o in cand if a == best]
+        if len(top) == 1 and best > 0:
+            top[0].got.append(v)
+        else:
+            left.append(v)
+    for o in owners:
+        for size, need in o.sizes.items():
+            mine = [v for v in o.got if v.shape[0] == size]
+            if len(mine) <= need:
+                continue
+            mine.sort(key=lambda v: -o.affinity(v))
+            if o.affinity(mine[need - 1]) == o.affinity(mine[need]):
+                tied = [v.name for v in mine if o.affinity(v) == o.affinity(mine[need])]
+                raise _refuse(f"{o.key}: more vectors of length {size} than it needs, and no way to choose", tied)
+            for v in mine[need:]:
+                o.got.remove(v)
+                left.append(v)
+    for size in sorted({v.shape[0] for v in left}):
+        short = [o for o in owners if not o.optional and o.sizes.get(size, 0) > sum(v.shape[0] == size for v in o.got)]
+        pool = [v for v in left if v.shape[0] == size]
+        if len(short) == 1:
+            o = short[0]
+            need = o.sizes[size] - sum(v.shape[0] == size for v in o.got)
+            if len(pool) == need:
+                o.got.extend(pool)
+                left = [v for v in left if v not in pool]
+            elif len(pool) > need:
+                raise _refuse(
+                    f"{o.key}: needs {need} more vector(s) of length {size}; several could be", [v.name for v in pool]
+                )
+    return left
+
+
+def _vectors(s: _Solver, dims: dict[str, Any], blocks: dict[str, Any], n_up: int, tfm: dict[str, Any]) -> None:
+    """Biases, norms, scales, snake parameters and usage counts: each part states how many vectors of which
+    length it needs; vectors go to parts by name (`_attach`), then to roles within the part (`_fill`)."""
+    L, H, out_c = dims["L"], tfm["H"], blocks["out_c"]
+    A = s.out
+    T = s.all
+
+    def ts(*roles: str) -> list[_T]:
+        return [T[A[r].tensor] for r in roles]
+
+    owners: dict[str, _Owner] = {}
+
+    def own(key: str, roles: list[str], sizes: dict[int, int], **kw: Any) -> None:
+        owners[key] = _Owner(key, ts(*roles), sizes, **kw)
+
+    nq = 1 + sum(1 for r in A if r.startswith("vq.rest.") and r.endswith(".codebook"))
+    for p in ["vq.first"] + [f"vq.rest.{i}" for i in range(nq - 1)]:
+        cb = T[A[f"{p}.codebook"].tensor]
+        idx = [i for i, x in enumerate(cb.toks) if x.isdigit()]
+        own(p, [f"{p}.codebook"], {cb.shape[0]: 1}, min_lcp=(idx[-1] + 1 if idx else len(cb.toks) - 1), optional=True)
+    own("pre_conv", ["pre_conv.weight"], {L: 1})
+    own("tfm", ["tfm.input_proj.weight", "tfm.output_proj.weight"], _sizes((H, 2), (L, 1)))
+    for i, _ in enumerate(tfm["layers"]):
+        own(f"tfm.blk.{i}", [f"tfm.blk.{i}.{r}.weight" for r in _LAYER_MATS], {H: 4})
+    for i in range(n_up):
+        own(f"up.{i}", [f"up.{i}.{k}.weight" for k in ("convt", "dwconv", "pw1", "pw2")], _sizes((L, 6), (4 * L, 1)))
+    own("dec.0", ["dec.0.conv.weight"], {blocks["dim"]: 1})
+    for b, t in enumerate(blocks["chain"], start=1):
+        own(f"dec.{b}", [f"dec.{b}.convt.weight"], _sizes((t.shape[0], 2), (t.shape[1], 1)))
+        for j in range(3):
+            own(f"dec.{b}.res.{j}", [f"dec.{b}.res.{j}.conv1.weight", f"dec.{b}.res.{j}.conv2.weight"], {t.shape[1]: 6})
+    nb = len(blocks["chain"])
+    own(f"dec.{nb + 2}", [f"dec.{nb + 2}.conv.weight"], {1: 1})
+    owners["snake_out"] = _Owner("final snake", [], {out_c: 2})
+    _attach(s, list(owners.values()))
+
+    for key, o in owners.items():
+        if key.startswith("vq."):
+            if o.got:
+                s.take(f"{key}.usage", o.got[0], "name")
+            continue
+        _fill(s, key, o, blocks, nb)
+    usage = sum(1 for r in s.out if r.endswith(".usage"))
+    if usage not in (0, nq):
+        have = [s.out[r].tensor for r in s.out if r.endswith(".usage")]
+        raise _refuse(f"usage counts found for {usage} of {nq} codebooks only", have)
+
+
+def _sizes(*pairs: tuple[int, int]) -> dict[int, int]:
+    """{length: count} from (length, count) pairs whose lengths may coincide (hidden == latent)."""
+    d: dict[int, int] = defaultdict(int)
+    for k, v in pairs:
+        d[k] += v
+    return dict(d)
+
+
+def _fill(s: _Solver, key: str, o: _Owner, blocks: dict[str, Any], nb: int) -> None:
+    """Assign the vectors a part collected to its vector roles."""
+    A, T = s.out, s.all
+    W = lambda r: T[A[r].tensor]  # noqa: E731
+    roles: list[str]
+    bias_of: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
+    kinds: dict[str, str] = {}
+    seq: list[tuple[str, str]] = []
+    size: dict[str, int] = {}
+    side: dict[str, list[_T]] = {}
+    if key in ("pre_conv", "dec.0") or key == f"dec.{nb + 2}":
+        w = "pre_conv.weight" if key == "pre_conv" else f"{key}.conv.weight"
+        roles = [w.replace("weight", "bias")]
+        bias_of[roles[0]] = w
+    elif key == "tfm":
+        roles = ["tfm.input_proj.bias", "tfm.output_proj.bias", "tfm.norm.weight"]
+        bias_of = {"tfm.input_proj.bias": "tfm.input_proj.weight", "tfm.output_proj.bias": "tfm.output_proj.weight"}
+        size = {
+            "tfm.input_proj.bias": W("tfm.input_proj.weight").mat()[0],
+            "tfm.output_proj.bias": W("tfm.output_proj.weight").mat()[0],
+            "tfm.norm.weight": W("tfm.input_proj.weight").mat()[0],
+        }
+        kinds = {"tfm.norm.weight": "norm"}
+    elif key.startswith("tfm.blk."):
+        roles = [f"{key}.{r}" for r in ("attn_norm.weight", "attn_scale", "ffn_norm.weight", "ffn_scale")]
+        kinds = {roles[0]: "norm", roles[1]: "scale", roles[2]: "norm", roles[3]: "scale"}
+        attn = [W(f"{key}.{r}.weight") for r in _LAYER_MATS[:4]]
+        ffn = [W(f"{key}.{r}.weight") for r in _LAYER_MATS[4:]]
+        side = {roles[0]: attn, roles[1]: attn, roles[2]: ffn, roles[3]: ffn}
+        seq = [(roles[0], roles[2]), (roles[1], roles[3])]
+    elif key.startswith("up."):
+        roles = [
+            f"{key}.{r}"
+            for r in ("convt.bias", "dwconv.bias", "pw1.bias", "pw2.bias", "norm.weight", "norm.bias", "gamma")
+        ]
+        for r in roles[:4]:
+            bias_of[r] = r.replace("bias", "weight")
+        pairs = [(roles[4], roles[5])]
+        kinds = {roles[4]: "weight", roles[5]: "bias"}
+        size = {roles[2]: W(f"{key}.pw1.weight").mat()[0]}
+    elif ".res." in key:
+        roles = [
+            f"{key}.{r}" for r in ("conv1.bias", "conv2.bias", "act1.alpha", "act1.beta", "act2.alpha", "act2.beta")
+        ]
+        bias_of = {roles[0]: f"{key}.conv1.weight", roles[1]: f"{key}.conv2.weight"}
+        pairs = [(roles[2], roles[3]), (roles[4], roles[5])]
+        kinds = {roles[2]: "alpha", roles[3]: "beta", roles[4]: "alpha", roles[5]: "beta"}
+        seq = [(roles[2], roles[4]), (roles[3], roles[5]), (roles[2], roles[3]), (roles[4], roles[5])]
+    elif key == "snake_out":
+        roles = [f"dec.{nb + 1}.snake.alpha", f"dec.{nb + 1}.snake.beta"]
+        kinds = {roles[0]: "alpha", roles[1]: "beta"}
+        seq = [(roles[0], roles[1])]
+    else:  # decoder block
+        t = W(f"{key}.convt.weight")
+        roles = [f"{key}.convt.bias", f"{key}.snake.alpha", f"{key}.snake.beta"]
+        bias_of = {roles[0]: f"{key}.convt.weight"}
+        kinds = {roles[1]: "alpha", roles[2]: "beta"}
+        size = {roles[0]: t.shape[1], roles[1]: t.shape[0], roles[2]: t.shape[0]}
+        seq = [(roles[1], roles[2])]
+    if len(o.got) != len(roles):
+        raise _refuse(f"{o.key}: expected {len(roles)} vectors, found {len(o.got)}", [v.name for v in o.got])
+    suffix = _suffixes(o.got)
+
+    def ok(a: dict[str, _T]) -> bool:
+        for r, t in a.items():
+            want = size.get(r) or (
+                W(bias_of[r]).shape[1] if r.endswith("convt.bias") else W(bias_of[r]).shape[0] if r in bias_of else None
+            )
+            if want is not None and t.shape[0] != want:
+                return False
+        return True
+
+    def score(a: dict[str, _T]) -> Score:
+        t1 = sum(lcp(a[r].toks, W(w).toks) for r, w in bias_of.items())
+        t1 += sum(lcp(a[x].toks, a[y].toks) for x, y in pairs)
+        t1 += sum(max(lcp(a[r].toks, m.toks) for m in ms) for r, ms in side.items())
+        t2 = _words({r: a[r] for r in kinds}, kinds, suffix) if kinds else 0
+        for r, ms in side.items():  # position words: "pre"/"input" before attention, "post" before the MLP
+            first = ms is side[next(iter(side))]
+            t2 += 2 * has_word("pre" if first else "post", suffix[a[r].name])
+            t2 -= 2 * has_word("post" if first else "pre", suffix[a[r].name])
+        t3 = 0
+        for x, y in seq:
+            ox, oy = _ordinal(suffix[a[x].name]), _ordinal(suffix[a[y].name])
+            if ox is not None and oy is not None and ox != oy:
+                t3 += 1 if ox < oy else -1
+        return (t1, t2, t3)
+
+    for r, (t, how) in _solve(o.got, roles, ok, score, o.key).items():
+        s.take(r, t, how)
+
+
+# --- head count ---------------------------------------------------------------------------------------
+def heads_from_metadata(meta: dict[str, Any], q_width: int) -> tuple[int, str] | None:
+    """A head count under a key the standard aliases do not know (`model.nombre_tetes`, `kopf_anzahl`):
+    an integer under a key with a head word and no width word (dim, size, length) that divides the
+    attention width; decoder keys first, encoder keys never."""
+    hits = []
+    for key, value in meta.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            continue
+        toks = tokens(key)
+        if not has_word("heads", toks) or has_word("encoder", toks):
+            continue
+        if any(t in ("dim", "size", "len", "length", "width", "kv", "key", "value", "taille") for t in toks):
+            continue
+        if q_width % value:
+            continue
+        hits.append((0 if any("dec" in t for t in toks) else 1, key, value))
+    if not hits:
+        return None
+    hits.sort()
+    return hits[0][2], hits[0][1]
+
+
+_OVERRIDABLE = ("num_heads", "num_kv_heads", "head_dim", "sliding_window", "rope_theta", "rms_norm_eps", "sample_rate")
+
+
+def apply_overrides(hp: HParams, values: dict[str, Any], source: str = "") -> HParams:
+    """Hyperparameters that neither shapes nor metadata tell (the head count above all), given by the
+    user or by a layout map's `[hparams]` table. Widths stay as the shapes say; heads must divide them."""
+    bad = sorted(set(values) - set(_OVERRIDABLE))
+    if bad:
+        raise InvalidOptionError(
+            f"{source}: hyperparameter(s) {', '.join(bad)} cannot be overridden (tensor shapes decide them); "
+            f"accepted: {', '.join(_OVERRIDABLE)}"
+        )
+    q_w, kv_w = hp.num_heads * hp.head_dim, hp.num_kv_heads * hp.head_dim
+    hd = hp.head_dim
+    if "head_dim" in values:
+        hd = int(values["head_dim"])
+    elif "num_heads" in values:
+        n = int(values["num_heads"])
+        hd = q_w // n if n > 0 and q_w % n == 0 else 0
+    elif "num_kv_heads" in values:
+        n = int(values["num_kv_heads"])
+        hd = kv_w // n if n > 0 and kv_w % n == 0 else 0
+    if hd <= 0 or q_w % hd or kv_w % hd:
+        raise InvalidOptionError(f"{source}: heads {values} do not divide the attention widths q={q_w}, kv={kv_w}")
+    out = replace(hp, head_dim=hd, num_heads=q_w // hd, num_kv_heads=kv_w // hd)
+    for k in ("num_heads", "num_kv_heads"):
+        if k in values and int(values[k]) != getattr(out, k):
+            raise InvalidOptionError(f"{source}: {k}={values[k]} does not fit head_dim {hd} and width {q_w}")
+    for k in ("sliding_window", "rope_theta", "rms_norm_eps", "sample_rate"):
+        if k in values:
+            out = replace(out, **{k: type(getattr(HParams(), k))(values[k])})
+    return out
+
+
+# --- entry point --------------------------------------------------------------------------------------
+def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal:
+    """Propose a layout map for a decoder file from its structure; refuse (LayoutError, naming the
+    tensors) when the file is not this decoder or two tensors cannot be told apart."""
+    if not isinstance(raw, RawFile):
+        from kzlab.formats.reader import read
+
+        raw = read(raw)
+    s = _Solver(raw)
+    dims = _quantizer(s)
+    L = dims["L"]
+    blocks = _blocks(s, L)
+    n_up = _upsampling(s, L)
+    tfm = _transformer(s, L)
+    _vectors(s, dims, blocks, n_up, tfm)
+
+    shapes = {}
+    for role, a in s.out.items():
+        t = s.all[a.tensor]
+        shapes[role] = t.mat() if role.endswith("proj.weight") and t.mat() else t.shape
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hp = hparams_from(shapes, raw.metadata, s.src)
+    notes += [str(w.message).replace(f"{s.src}: ", "") for w in caught]
+    overrides: dict[str, Any] = {}
+    heads = "metadata"
+    q_width = hp.num_heads * hp.head_dim
+    known = _pick(raw.metadata, METADATA_ALIASES["num_heads"]) or _pick(raw.metadata, METADATA_ALIASES["head_dim"])
+    if known is None:
+        found = heads_from_metadata(raw.metadata, q_width)
+        if found:
+            overrides["num_heads"] = found[0]
+            hp = apply_overrides(hp, overrides, s.src)
+            notes.append(f"head count {found[0]} read from metadata key '{found[1]}'")
+            heads = f"key '{found[1]}'"
+        else:
+            notes.append(
+                f"no head count in the metadata: assumed {hp.num_heads} heads of {hp.head_dim} (shapes cannot "
+                "tell); give overrides={'num_heads': N} or num_heads under [hparams] in the map"
+            )
+            heads = "assumed"
+    _check(s, hp)
+    unused = sorted(set(s.all) - {a.tensor for a in s.out.values()}, key=natural_key)
+    order = {r.name: i for i, r in enumerate(decoder_roles(hp))}
+    assignments = sorted(s.out.values(), key=lambda a: order.get(a.role, len(order)))
+    stem = name or f"inferred-{Path(str(raw.path)).stem}"
+    lm = LayoutMap(
+        name=stem,
+        rules=[(re.compile(re.escape(a.tensor)), a.role) for a in assignments],
+        description=f"inferred from the structure of {Path(str(raw.path)).name}",
+        source="",
+    )
+    lm.hparams = dict(overrides)
+    p = Proposal(lm, assignments, hp, overrides, unused, notes, heads)
+    c = p.counts()
+    lm.notes = [
+        f"{len(assignments)} tensors: {c['shape']} decided by shape (certain), {c['name']} by name, "
+        f"{c['order']} by numbers in the names",
+        *notes,
+    ]
+    return p
+
+
+def _check(s: _Solver, hp: HParams) -> None:
+    """Every required role found with the shape the hyperparameters imply (else: not this decoder)."""
+    missing, wrong = [], []
+    for r in decoder_roles(hp):
+        a = s.out.get(r.name)
+        if a is None:
+            if not r.optional:
+                missing.append(r.name)
+            continue
+        got = tuple(d for d in s.all[a.tensor].shape if d != 1)
+        if got != tuple(d for d in r.shape if d != 1):
+            wrong.append(a.tensor)
+    if missing:
+        raise LayoutError(f"{s.src}: inference found no tensor for role(s) {', '.join(missing[:8])}")
+    if wrong:
+        raise _refuse(f"{s.src}: tensors whose shapes do not fit the decoder they imply", wrong)
+
+
+__all__ = ["Assignment", "Proposal", "apply_overrides", "heads_from_metadata", "infer_layout", "tokens"]

@@ -1,0 +1,466 @@
+"""Figures for notebooks, the workbench and HTML reports.
+
+Every function takes records (a `Profile`, a `Placement`, a `DecodeOutput`, a waveform, or plain rows as
+lists of dicts) and returns a `matplotlib.figure.Figure` built with the object-oriented API, never pyplot's
+global state: figures can be made from a worker thread, on a headless machine (Agg), and several at once.
+In a notebook (with `%matplotlib inline`) a returned Figure displays itself; `fig.savefig(...)` writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+KIND_COLORS = {
+    "conv1d": "#1f77b4",
+    "conv_transpose1d": "#ff7f0e",
+    "snake": "#2ca02c",
+    "attention": "#d62728",
+    "mlp": "#9467bd",
+    "norm": "#8c564b",
+    "embedding": "#e377c2",
+    "other": "#7f7f7f",
+}
+BACKEND_COLORS = {"CPU": "#9e9e9e", "HTP": "#1f77b4"}  # as in kzlab.analysis.placement.figures
+
+
+# ---- record access --------------------------------------------------------------------------------------
+def field(rec: Any, name: str, default: Any = None) -> Any:
+    """`rec.name` or `rec[name]`: profiles are objects, their rows and JSON round-trips are dicts."""
+    if isinstance(rec, Mapping):
+        return rec.get(name, default)
+    return getattr(rec, name, default)
+
+
+def as_rows(items: Iterable[Any] | None) -> list[dict]:
+    """Rows as dicts, whether they come as dicts or as dataclasses (a Placement's nodes and splits)."""
+    out = []
+    for it in items or []:
+        if isinstance(it, Mapping):
+            out.append(dict(it))
+        elif dataclasses.is_dataclass(it):
+            out.append(dataclasses.asdict(it))
+        else:
+            out.append(dict(vars(it)))
+    return out
+
+
+def stage_order(stages: Iterable[str]) -> list[str]:
+    """Stages in graph order (quantizer, pre_conv, pre_transformer, upsample.i, decoder.i), unknown last."""
+
+    def key(s: str) -> tuple[int, int, str]:
+        head, _, tail = s.partition(".")
+        rank = {"quantizer": 0, "pre_conv": 1, "pre_transformer": 2, "upsample": 3, "decoder": 4}.get(head, 9)
+        return rank, int(tail) if tail.isdigit() else 0, s
+
+    return sorted(set(stages), key=key)
+
+
+def evolution_rows(rec: Any) -> list[dict]:
+    """[{stage, channels, T}] from a Profile (its `evolution`), a DecodeOutput (its stages) or rows."""
+    if isinstance(rec, Sequence) and not isinstance(rec, str | bytes):
+        return _norm_evolution(as_rows(rec))
+    ev = field(rec, "evolution")
+    if ev:
+        return _norm_evolution(as_rows(ev))
+    stages = field(rec, "stages")
+    if stages:
+        return [{"stage": k, "channels": int(v.shape[0]), "T": int(v.shape[1])} for k, v in stages.items()]
+    raise ValueError("no T-evolution in this record: pass a Profile, a DecodeOutput(intermediates=True) or rows")
+
+
+def _norm_evolution(rows: list[dict]) -> list[dict]:
+    """Rows with `channels` and `T` (the stage's output), also from rows that say c_out / t_out."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        r.setdefault("channels", r.get("c_out", 0))
+        r.setdefault("T", r.get("t_out", 0))
+        out.append(r)
+    return out
+
+
+def _label(rec: Any, default: str) -> str:
+    cfg = field(rec, "config") or {}
+    return str(field(rec, "label") or cfg.get("label") or default)
+
+
+# ---- T-evolution ---------------------------------------------------------------------------------------
+def t_evolution(rec: Any, title: str = "T-evolution across blocks") -> Figure:
+    """Sequence length (log scale) and channel count at each stage's output, annotated with both."""
+    rows = evolution_rows(rec)
+    names = [r["stage"] for r in rows]
+    ts = np.array([r["T"] for r in rows], dtype=float)
+    cs = np.array([r["channels"] for r in rows], dtype=float)
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(rows))
+    ax.bar(x, cs, color="#c6dbef", label="channels")
+    ax.set_ylabel("channels")
+    ax.set_xticks(x, names, rotation=40, ha="right")
+    for i, c in enumerate(cs):
+        ax.annotate(f"{int(c)}", (i, c), ha="center", va="bottom", fontsize=7, color="#3182bd")
+    ax2 = ax.twinx()
+    ax2.plot(x, ts, "o-", color="#d62728", label="T (samples per stage)")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("T (log scale)")
+    for i, t in enumerate(ts):
+        ax2.annotate(f"{int(t)}", (i, t), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    ax.set_title(title)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
+    return fig
+
+
+# ---- GFLOP breakdown -----------------------------------------------------------------------------------
+def gflop_table(prof: Any, convention: str = "macs") -> dict[str, dict[str, float]]:
+    """GFLOP (2 x MACs / 1e9) per stage and layer kind; convention 'macs' or 'macs_seed'."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in as_rows(field(prof, "layers")):
+        out[r["stage"]][r["kind"]] += 2.0 * float(r.get(convention) or 0) / 1e9
+    return {s: dict(v) for s, v in out.items()}
+
+
+def stage_times(prof: Any) -> dict[str, float]:
+    """Measured milliseconds per stage (sum of its layers)."""
+    t: dict[str, float] = defaultdict(float)
+    for r in as_rows(field(prof, "layers")):
+        t[r["stage"]] += float(r.get("time_ms") or 0.0)
+    return dict(t)
+
+
+def gflop_breakdown(prof: Any, title: str | None = None) -> Figure:
+    """Stacked bars block x op kind, both MAC conventions side by side, with achieved GF/s per block.
+
+    'macs' counts a ConvTranspose per input sample (what the graph multiplies); 'macs_seed' counts it per
+    output sample (the usual paper convention). Achieved GF/s = measured FLOPs of the block's nodes / time.
+    """
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    times = stage_times(prof)
+    flops: dict[str, float] = defaultdict(float)
+    for r in as_rows(field(prof, "layers")):
+        flops[r["stage"]] += float(r.get("flops") or 2 * (r.get("macs") or 0))
+    for ax, conv in zip(axes, ("macs", "macs_seed"), strict=True):
+        tab = gflop_table(prof, conv)
+        stages = stage_order(tab)
+        x = np.arange(len(stages))
+        bottom = np.zeros(len(stages))
+        kinds = [k for k in KIND_COLORS if any(k in tab[s] for s in stages)]
+        for k in kinds:
+            v = np.array([tab[s].get(k, 0.0) for s in stages])
+            ax.bar(x, v, bottom=bottom, color=KIND_COLORS[k], label=k)
+            bottom += v
+        for i, s in enumerate(stages):
+            ms = times.get(s, 0.0)
+            if ms > 0:
+                ax.annotate(f"{flops[s] / ms / 1e6:.1f} GF/s", (i, bottom[i]), ha="center", va="bottom", fontsize=6,
+                            rotation=90)
+        ax.set_xticks(x, stages, rotation=40, ha="right")
+        ax.set_title(f"convention: {conv} (total {bottom.sum():.1f} GFLOP)", fontsize=9)
+        ax.set_ylabel("GFLOP")
+    axes[0].legend(fontsize=7)
+    peak = field(prof, "peak_gflops")
+    sup = title or "GFLOP per block and op kind"
+    if peak:
+        sup += f"  (measured machine peak {float(peak):.1f} GF/s)"
+    fig.suptitle(sup)
+    return fig
+
+
+# ---- roofline ------------------------------------------------------------------------------------------
+def roofline(profiles: Any, labels: Sequence[str] | None = None, min_ms: float = 0.0) -> Figure:
+    """Achieved GF/s against arithmetic intensity (FLOP/byte) per node, with the measured compute roof."""
+    profs = profiles if isinstance(profiles, list | tuple) else [profiles]
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    peaks = []
+    markers = "os^Dv<>"
+    for i, p in enumerate(profs):
+        xs, ys, cs = [], [], []
+        for n in as_rows(field(p, "nodes")):
+            t, f, b = float(n.get("time_ms") or 0), float(n.get("flops") or 0), float(n.get("bytes") or 0)
+            if t <= min_ms or f <= 0 or b <= 0:
+                continue
+            xs.append(f / b)
+            ys.append(f / t / 1e6)
+            cs.append(BACKEND_COLORS.get(str(n.get("backend", "CPU")).upper(), "#4c72b0"))
+        lab = labels[i] if labels else _label(p, f"run {i + 1}")
+        ax.scatter(xs, ys, s=12, alpha=0.6, marker=markers[i % len(markers)], label=lab)
+        if field(p, "peak_gflops"):
+            peaks.append(float(field(p, "peak_gflops")))
+    for pk in sorted(set(peaks)):
+        ax.axhline(pk, color="k", ls="--", lw=1)
+        ax.annotate(f"measured peak {pk:.1f} GF/s", (0.01, pk), xycoords=("axes fraction", "data"), fontsize=7,
+                    va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved GF/s")
+    ax.set_title("roofline: every node with FLOPs")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ---- per-op table --------------------------------------------------------------------------------------
+def top_ops(prof: Any, n: int = 20, sort: str = "time_ms", descending: bool = True) -> list[dict]:
+    """The top nodes as table rows: name, op, stage, backend, shape, time (ms), GFLOP, GF/s."""
+    rows = []
+    for nd in as_rows(field(prof, "nodes")):
+        if nd.get("is_view"):
+            continue
+        t = float(nd.get("time_ms") or 0.0)
+        f = float(nd.get("flops") or 0.0)
+        rows.append(
+            {
+                "name": nd.get("name", ""),
+                "op": nd.get("op", ""),
+                "stage": nd.get("stage", ""),
+                "backend": nd.get("backend", ""),
+                "shape": "x".join(str(int(v)) for v in (nd.get("ne") or []) if int(v) != 1) or "",
+                "time_ms": round(t, 4),
+                "gflop": round(f / 1e9, 4),
+                "gflops": round(f / t / 1e6, 2) if t > 0 else 0.0,
+            }
+        )
+    rows.sort(key=lambda r: (r.get(sort) is None, r.get(sort)), reverse=descending)
+    return rows[:n]
+
+
+def top_ops_figure(prof: Any, n: int = 15) -> Figure:
+    """The top-n nodes by time as a table figure."""
+    rows = top_ops(prof, n)
+    cols = ["name", "op", "stage", "backend", "time_ms", "gflops"]
+    fig = Figure(figsize=(11, 0.3 * (len(rows) + 2)), layout="constrained")
+    ax = fig.add_subplot()
+    ax.axis("off")
+    if rows:
+        cells = [[str(r[c])[:48] for c in cols] for r in rows]
+        tab = ax.table(cellText=cells, colLabels=cols, loc="center", cellLoc="left")
+        tab.auto_set_font_size(False)
+        tab.set_fontsize(7)
+    ax.set_title(f"top {len(rows)} nodes by time")
+    return fig
+
+
+# ---- timeline ------------------------------------------------------------------------------------------
+def timeline(prof: Any, title: str = "timeline of one run") -> Figure:
+    """Nodes on a time axis (graph order, each as long as its measured time), one lane per backend,
+    coloured by block. Start times are the cumulative sum: nodes of one graph run one after the other."""
+    nodes = [n for n in as_rows(field(prof, "nodes")) if float(n.get("time_ms") or 0) > 0]
+    stages = stage_order(n.get("stage") or "?" for n in nodes)
+    cmap = _stage_colors(stages)
+    lanes = sorted({str(n.get("backend") or "CPU") for n in nodes})
+    fig = Figure(figsize=(11, 2.2 + 0.5 * len(lanes)), layout="constrained")
+    ax = fig.add_subplot()
+    t0 = 0.0
+    per_lane: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    colors: dict[str, list[str]] = defaultdict(list)
+    for n in nodes:
+        d = float(n["time_ms"])
+        lane = str(n.get("backend") or "CPU")
+        per_lane[lane].append((t0, d))
+        colors[lane].append(cmap[n.get("stage") or "?"])
+        t0 += d
+    for i, lane in enumerate(lanes):
+        ax.broken_barh(per_lane[lane], (i - 0.4, 0.8), facecolors=colors[lane], linewidth=0)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_xlabel("ms (sum of node times, graph order)")
+    ax.set_xlim(0, max(t0, 1e-6))
+    handles = [_patch(cmap[s]) for s in stages]
+    ax.legend(handles, stages, fontsize=6, ncol=1 + len(stages) // 8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(title)
+    return fig
+
+
+def _stage_colors(stages: Sequence[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cm = colormaps["tab20"]
+    return {s: cm(i % 20) for i, s in enumerate(stages)}
+
+
+def _patch(color: Any):
+    from matplotlib.patches import Patch
+
+    return Patch(color=color)
+
+
+# ---- placement -----------------------------------------------------------------------------------------
+def placement(pl: Any, title: str | None = None) -> Figure:
+    """The Hexagon what-if: every node in graph order as a strip coloured by where it would run, the
+    splits (runs of nodes on one backend) and the bytes copied between them."""
+    nodes = list(as_rows(field(pl, "nodes")))
+    fig = Figure(figsize=(11, 3.4), layout="constrained")
+    ax, ax2 = fig.subplots(2, 1, height_ratios=[1, 2])
+    cols = [BACKEND_COLORS.get(str(n.get("backend")).upper(), "#999999") for n in nodes]
+    ax.bar(np.arange(len(nodes)), np.ones(len(nodes)), width=1.0, color=cols, linewidth=0)
+    ax.set_xlim(0, max(len(nodes), 1))
+    ax.set_yticks([])
+    ax.set_xlabel("node (graph order)")
+    counts: dict[str, int] = defaultdict(int)
+    for n in nodes:
+        counts[str(n.get("backend"))] += 1
+    ax.legend([_patch(BACKEND_COLORS.get(b.upper(), "#999")) for b in counts],
+              [f"{b}: {c} nodes" for b, c in counts.items()], fontsize=7, ncol=len(counts), loc="upper right")
+    per_stage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for n in nodes:
+        per_stage[n.get("stage") or "?"][str(n.get("backend"))] += 1
+    stages = stage_order(per_stage)
+    x = np.arange(len(stages))
+    bottom = np.zeros(len(stages))
+    for b in counts:
+        v = np.array([per_stage[s].get(b, 0) for s in stages], dtype=float)
+        ax2.bar(x, v, bottom=bottom, color=BACKEND_COLORS.get(b.upper(), "#999"), label=b)
+        bottom += v
+    ax2.set_xticks(x, stages, rotation=30, ha="right", fontsize=7)
+    ax2.set_ylabel("nodes")
+    splits = as_rows(field(pl, "splits"))
+    copied = float(field(pl, "copied_bytes") or 0.0)
+    cfg = field(pl, "config") or {}
+    prof = cfg.get("profile") if isinstance(cfg, Mapping) else None
+    fig.suptitle(title or f"placement {prof or ''}: {len(splits)} splits, {copied / 1e6:.1f} MB copied")
+    return fig
+
+
+SPLIT_COLUMNS = ("backend", "stage", "n_nodes", "n_inputs", "input_bytes", "first_node")
+CONV_COLUMNS = ("layer", "kind", "stage", "t_in", "c_out", "src1", "src1_rows", "mul_mats", "backends", "verdict",
+                "rule", "reason")
+
+
+def placement_figures(pl: Any) -> list[Figure]:
+    """`placement(pl)` and, when the simulator ships one, its own split timeline."""
+    figs = [placement(pl)]
+    try:
+        from kzlab.analysis.placement.figures import timeline as split_timeline
+    except ImportError:
+        return figs
+    figs.append(split_timeline(pl))
+    return figs
+
+
+# ---- audio ---------------------------------------------------------------------------------------------
+def _wav(rec: Any) -> np.ndarray:
+    if isinstance(rec, np.ndarray):
+        return rec.reshape(-1)
+    w = field(rec, "wav")
+    if w is None:
+        raise ValueError("this record has no waveform")
+    return np.asarray(w).reshape(-1)
+
+
+def waveform(rec: Any, sample_rate: int = 24000, title: str = "waveform") -> Figure:
+    """Samples against time in seconds."""
+    w = _wav(rec)
+    fig = Figure(figsize=(9, 2.4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(np.arange(w.size) / sample_rate, w, lw=0.5)
+    ax.set_xlabel("s")
+    peak = float(np.abs(w).max()) if w.size else 0.0
+    lim = 1.05 if peak > 0.5 else max(peak * 1.1, 1e-9)  # full scale for audio, zoomed for small differences
+    ax.set_ylim(-lim, lim)
+    ax.set_title(f"{title} ({w.size} samples, {w.size / sample_rate:.2f} s at {sample_rate / 1000:g} kHz)")
+    return fig
+
+
+def spectrogram(rec: Any, sample_rate: int = 24000, title: str = "spectrogram", n_fft: int = 512) -> Figure:
+    """Log-magnitude STFT (Hann window, hop n_fft/4), computed in numpy."""
+    w = _wav(rec).astype(np.float64)
+    hop = n_fft // 4
+    if w.size < n_fft:
+        w = np.pad(w, (0, n_fft - w.size))
+    frames = 1 + (w.size - n_fft) // hop
+    idx = np.arange(n_fft)[None, :] + hop * np.arange(frames)[:, None]
+    spec = np.abs(np.fft.rfft(w[idx] * np.hanning(n_fft), axis=1)).T
+    db = 20 * np.log10(spec + 1e-8)
+    fig = Figure(figsize=(9, 2.8), layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(db, origin="lower", aspect="auto", cmap="magma", vmin=db.max() - 90, vmax=db.max(),
+                   extent=(0, w.size / sample_rate, 0, sample_rate / 2000))
+    ax.set_xlabel("s")
+    ax.set_ylabel("kHz")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, label="dB")
+    return fig
+
+
+# ---- compare -------------------------------------------------------------------------------------------
+def ratios(a: Any, b: Any) -> dict[str, dict[str, float]]:
+    """Time ratios b / a per block ('stage') and per ggml op ('op'); > 1 means b is slower."""
+
+    def per(prof: Any, key: str) -> dict[str, float]:
+        t: dict[str, float] = defaultdict(float)
+        for n in as_rows(field(prof, "nodes")):
+            t[str(n.get(key) or "?")] += float(n.get("time_ms") or 0.0)
+        return t
+
+    out = {}
+    for key in ("stage", "op"):
+        ta, tb = per(a, key), per(b, key)
+        out[key] = {k: tb[k] / ta[k] for k in ta if ta[k] > 0 and k in tb}
+    wa, wb = field(a, "wall_ms"), field(b, "wall_ms")
+    if wa and wb:
+        out["wall"] = {"wall": float(wb) / float(wa)}
+    return out
+
+
+def compare(a: Any, b: Any, labels: tuple[str, str] = ("A", "B")) -> Figure:
+    """Two runs side by side: milliseconds per block for each, and the ratio B/A per block and per op."""
+    r = ratios(a, b)
+    ta, tb = _times_by(a, "stage"), _times_by(b, "stage")
+    stages = stage_order(set(ta) | set(tb))
+    fig = Figure(figsize=(12, 4.2), layout="constrained")
+    ax1, ax2, ax3 = fig.subplots(1, 3, width_ratios=[3, 3, 2])
+    x = np.arange(len(stages))
+    ax1.bar(x - 0.2, [ta.get(s, 0) for s in stages], 0.4, label=labels[0])
+    ax1.bar(x + 0.2, [tb.get(s, 0) for s in stages], 0.4, label=labels[1])
+    ax1.set_xticks(x, stages, rotation=40, ha="right", fontsize=7)
+    ax1.set_ylabel("ms")
+    ax1.legend(fontsize=8)
+    ax1.set_title("time per block")
+    rs = [r["stage"].get(s, np.nan) for s in stages]
+    ax2.bar(x, rs, color=["#d62728" if v > 1 else "#2ca02c" for v in np.nan_to_num(rs)])
+    ax2.axhline(1.0, color="k", lw=0.8)
+    ax2.set_xticks(x, stages, rotation=40, ha="right", fontsize=7)
+    ax2.set_title(f"{labels[1]} / {labels[0]} per block")
+    ops = sorted(r["op"], key=lambda k: -(_times_by(a, "op").get(k, 0)))[:12]
+    ax3.barh(np.arange(len(ops)), [r["op"][k] for k in ops], color="#8172b2")
+    ax3.axvline(1.0, color="k", lw=0.8)
+    ax3.set_yticks(np.arange(len(ops)), ops, fontsize=7)
+    ax3.invert_yaxis()
+    ax3.set_title("per op (top by time)")
+    wall = r.get("wall", {}).get("wall")
+    fig.suptitle(f"compare {labels[0]} vs {labels[1]}" + (f": wall ratio {wall:.2f}" if wall else ""))
+    return fig
+
+
+def _times_by(prof: Any, key: str) -> dict[str, float]:
+    t: dict[str, float] = defaultdict(float)
+    for n in as_rows(field(prof, "nodes")):
+        t[str(n.get(key) or "?")] += float(n.get("time_ms") or 0.0)
+    return dict(t)
+
+
+__all__ = [
+    "compare",
+    "evolution_rows",
+    "gflop_breakdown",
+    "gflop_table",
+    "placement",
+    "placement_figures",
+    "as_rows",
+    "ratios",
+    "roofline",
+    "spectrogram",
+    "t_evolution",
+    "timeline",
+    "top_ops",
+    "top_ops_figure",
+    "waveform",
+]

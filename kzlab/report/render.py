@@ -1,0 +1,181 @@
+"""Render run records into the HTML template (see kzlab/report/template.html)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import numpy as np
+
+from kzlab import plots
+from kzlab.audio import wav_bytes
+
+TEMPLATE = Path(__file__).with_name("template.html")
+
+
+def figure_tag(fig, alt: str = "", dpi: int = 80) -> str:
+    """A matplotlib Figure as an inline base64 PNG <img>."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def audio_tag(wav: np.ndarray, sample_rate: int = 24000, label: str = "") -> str:
+    """An <audio controls> element whose source is the waveform as a data URI."""
+    data = base64.b64encode(wav_bytes(wav, sample_rate)).decode()
+    return (
+        f'<figure><figcaption>{html.escape(label)} ({len(wav) / sample_rate:.2f} s, {sample_rate} Hz)'
+        f'</figcaption><audio controls preload="metadata" src="data:audio/wav;base64,{data}"></audio></figure>'
+    )
+
+
+def table(rows: Sequence[Mapping[str, Any]] | Mapping[str, Any], cols: Sequence[str] | None = None) -> str:
+    """Rows of dicts (or one dict as key/value rows) as an HTML table."""
+    if isinstance(rows, Mapping):
+        rows = [{"key": k, "value": v} for k, v in rows.items()]
+    rows = list(rows)
+    if not rows:
+        return '<p class="note">(none)</p>'
+    cols = list(cols or rows[0].keys())
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = []
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            num = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+            text = f"{v:.4g}" if isinstance(v, float | np.floating) else str(v)
+            cells.append(f'<td class="num">{html.escape(text)}</td>' if num else f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
+    """SNR of `out` against `ref` over ref's length, in dB."""
+    o = np.asarray(out, dtype=np.float64)[: len(ref)]
+    r = np.asarray(ref, dtype=np.float64)
+    err = float(np.sum((o - r) ** 2))
+    return float("inf") if err == 0 else float(10 * np.log10(np.sum(r**2) / err))
+
+
+def _flat_config(rec) -> dict[str, Any]:
+    cfg = rec.config()
+    low = cfg.pop("lowering", {}) or {}
+    out = {k: v for k, v in cfg.items() if v not in (None, "")}
+    out.update({f"lowering.{k}": v for k, v in low.items()})
+    pcfg = plots.field(rec.profile, "config") if rec.profile is not None else None
+    if isinstance(pcfg, Mapping):
+        for k in ("versions", "machine"):
+            if isinstance(pcfg.get(k), Mapping):
+                out.update({f"profile.{k}.{kk}": vv for kk, vv in pcfg[k].items()})
+    return out
+
+
+def run_section(rec, index: int) -> str:
+    """One run: configuration, errors and notes, figures, tables and audio."""
+    parts = [f'<h2 id="run{index}">Run {index}: {html.escape(rec.label)}</h2>']
+    if rec.error:
+        parts.append(f'<p class="error">error: {html.escape(rec.error)}</p>')
+    for n in rec.notes:
+        parts.append(f'<p class="note">{html.escape(n.splitlines()[0] if n else n)}</p>')
+    parts.append("<h3>Configuration</h3>" + table(_flat_config(rec)))
+    if rec.decode is not None:
+        parts.append("<h3>T-evolution</h3>" + figure_tag(plots.t_evolution(rec.decode), "T-evolution"))
+        ev = plots.evolution_rows(rec.decode)
+        parts.append(table(ev, ["stage", "channels", "T"]))
+    p = rec.profile
+    if p is not None:
+        summary = {
+            "wall ms": plots.field(p, "wall_ms"),
+            "profiled ms": plots.field(p, "profiled_ms"),
+            "overhead ratio": plots.field(p, "overhead_ratio"),
+            "measured peak GF/s": plots.field(p, "peak_gflops"),
+        }
+        parts.append("<h3>Profile</h3>" + table({k: v for k, v in summary.items() if v is not None}))
+        parts.append(figure_tag(plots.gflop_breakdown(p), "GFLOP breakdown"))
+        parts.append(figure_tag(plots.roofline(p, labels=[rec.label]), "roofline"))
+        parts.append("<h3>Top nodes by time</h3>" + table(plots.top_ops(p, 25)))
+        parts.append(figure_tag(plots.timeline(p), "timeline"))
+    if rec.placement is not None:
+        pl = rec.placement
+        parts.append("<h3>Hexagon what-if placement</h3>")
+        parts += [figure_tag(f, "placement") for f in plots.placement_figures(pl)]
+        convs = plots.as_rows(plots.field(pl, "convs"))
+        if convs:
+            parts.append("<h3>Per-conv verdicts</h3>" + table(convs, [c for c in plots.CONV_COLUMNS if c in convs[0]]))
+        splits = plots.as_rows(plots.field(pl, "splits"))
+        cols = [c for c in plots.SPLIT_COLUMNS if splits and c in splits[0]]
+        more = f'<p class="note">... and {len(splits) - 40} more splits</p>' if len(splits) > 40 else ""
+        parts.append(f"<h3>Splits ({len(splits)})</h3>" + table(splits[:40], cols) + more)
+        copied = plots.field(pl, "copied_bytes")
+        if copied is not None:
+            parts.append(f"<p>copied between backends: {float(copied) / 1e6:.2f} MB</p>")
+    if rec.wav is not None:
+        parts.append("<h3>Audio</h3>" + audio_tag(rec.wav, rec.sample_rate, rec.label))
+        if rec.reference is not None:
+            parts.append(
+                f"<p>known answer: SNR against the original recording "
+                f"<b>{snr_db(rec.wav, rec.reference):.1f} dB</b></p>"
+                + audio_tag(rec.reference, rec.sample_rate, "original recording")
+            )
+        parts.append(figure_tag(plots.waveform(rec.wav, rec.sample_rate), "waveform"))
+        parts.append(figure_tag(plots.spectrogram(rec.wav, rec.sample_rate), "spectrogram"))
+    return "\n".join(parts)
+
+
+def compare_section(a, b, ia: int, ib: int) -> str:
+    """Two runs side by side: ratios per block and per op (when both were profiled) and both audios."""
+    parts = [f"<h2>Compare run {ia} and run {ib}</h2>"]
+    if a.profile is not None and b.profile is not None:
+        r = plots.ratios(a.profile, b.profile)
+        parts.append(figure_tag(plots.compare(a.profile, b.profile, (a.label, b.label)), "compare"))
+        parts.append('<div class="grid"><div><h3>B / A per block</h3>'
+                     + table([{"stage": k, "ratio": v} for k, v in r["stage"].items()])
+                     + "</div><div><h3>B / A per op</h3>"
+                     + table([{"op": k, "ratio": v} for k, v in r["op"].items()]) + "</div></div>")
+    if a.wav is not None and b.wav is not None:
+        parts.append('<div class="grid"><div>' + audio_tag(a.wav, a.sample_rate, a.label) + "</div><div>"
+                     + audio_tag(b.wav, b.sample_rate, b.label) + "</div></div>")
+        if len(a.wav) == len(b.wav):
+            parts.append(f"<p>SNR of B against A: {snr_db(b.wav, a.wav):.1f} dB</p>")
+    return "\n".join(parts)
+
+
+def render(records: Iterable, title: str = "kzlab report") -> str:
+    """The whole report as one HTML string."""
+    from kzlab import __version__
+    from kzlab.ui.runner import machine_info
+
+    recs = list(records)
+    machine = recs[0].machine if recs and recs[0].machine else machine_info()
+    body = [run_section(r, i + 1) for i, r in enumerate(recs)]
+    ok = [(i + 1, r) for i, r in enumerate(recs) if r.ok]
+    if len(ok) >= 2:
+        (ia, a), (ib, b) = ok[0], ok[1]
+        body.append(compare_section(a, b, ia, ib))
+    page = Template(TEMPLATE.read_text()).substitute(
+        title=html.escape(title),
+        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        version=html.escape(__version__),
+        machine=table(machine),
+        body="\n".join(body),
+    )
+    for scheme in ("http://", "https://"):  # a report never points outside itself
+        if scheme in page:
+            page = page.replace(scheme, scheme.replace("://", ":&#47;&#47;"))
+    return page
+
+
+def write_report(records: Iterable, path: str | Path, title: str = "kzlab report") -> Path:
+    """Render and write the report; returns its path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(render(records, title), encoding="utf-8")
+    return p

@@ -1,0 +1,266 @@
+"""One workbench run, with no widgets: resolve the decoder and input, decode, profile, simulate placement.
+
+The workbench, `kzlab report` and `kzlab demo` all call `execute(RunSpec(...))`, so a run made in the widget
+is the same computation as one made from the command line. `execute` never raises for a bad file, option
+or input: the error text goes into `RunRecord.error`, so a caller (a widget callback in a kernel) cannot
+be taken down by it. Progress is reported per step through a callback; a cancel request is honoured
+between steps and, during the decode, at the next ggml node boundary (`Session.cancel()`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kzlab.errors import Cancelled, InvalidInputError, InvalidOptionError, KzlabError
+from kzlab.graph.options import Lowering
+from kzlab.ui.models import SPEECH, fixture_codes, random_codes, resolve_model
+
+INPUTS = ("fixture", "random", "npy", "audio")
+STEPS = ("load", "input", "decode", "profile", "placement")
+HEXAGON_PROFILES = ("hexagon-v0.15.2", "hexagon-v0.15.3")
+
+
+@dataclass
+class RunSpec:
+    """Everything one run needs; the workbench's widgets map one to one onto these fields."""
+
+    model: str = "synthetic"
+    input: str = "random"  # fixture | random | npy | audio (audio: the known-answer decoder only)
+    frames: int = 8
+    npy_path: str = ""
+    audio_path: str = ""
+    backend: str = "cpu"
+    threads: int | None = None
+    sched: bool = False
+    op_offload: bool = True
+    weights_on: str | None = None
+    lowering: dict = field(default_factory=dict)
+    repeat: int = 1
+    profile: bool = True  # False: decode (and placement) only
+    hexagon_profile: str | None = None
+    label: str = ""
+
+    def lowering_obj(self) -> Lowering:
+        return Lowering.from_dict(dict(self.lowering))
+
+
+@dataclass
+class RunRecord:
+    """What a run produced. `profile` and `placement` are None when that step was not asked for or failed
+    (the reason is in `notes`); `error` is set when the run as a whole failed."""
+
+    spec: RunSpec
+    label: str
+    model_path: str = ""
+    wav: np.ndarray | None = None
+    sample_rate: int = 24000
+    decode: Any = None  # DecodeOutput with stages
+    decode_s: float = 0.0
+    profile: Any = None
+    placement: Any = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    reference: np.ndarray | None = None  # the recording a known-answer latent came from
+    machine: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def config(self) -> dict:
+        """The run configuration as plain values (for tables and reports)."""
+        d = asdict(self.spec)
+        d["lowering"] = self.spec.lowering_obj().to_dict() if self.error is None else dict(self.spec.lowering)
+        d["model_path"] = self.model_path
+        return d
+
+
+def machine_info() -> dict[str, str]:
+    """A short description of this machine and the versions a result depends on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def ver(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    from kzlab import __version__
+
+    return {
+        "cpu": cpu,
+        "cores": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+        "system": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "kzlab": __version__,
+        "ggml-python": ver("ggml-python"),
+        "numpy": ver("numpy"),
+    }
+
+
+def optional_api(module: str, name: str):
+    """A public function of an analysis module, or None when this installation does not have it."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError):
+        return None
+
+
+class Canceller:
+    """A cancel flag shared by the caller and the worker; also stops a decode in progress."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.session = None
+
+    def cancel(self) -> None:
+        self.event.set()
+        if self.session is not None:
+            self.session.cancel()
+
+    def check(self) -> None:
+        if self.event.is_set():
+            raise Cancelled("run cancelled")
+
+
+def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """('codes', codes, None) or ('latent', latent, reference recording)."""
+    hp = dec.hparams
+    if spec.input == "fixture":
+        return "codes", fixture_codes(hp), None
+    if spec.input == "random":
+        return "codes", random_codes(hp, int(spec.frames)), None
+    if spec.input == "npy":
+        from kzlab.commands.common import load_codes
+
+        if not spec.npy_path:
+            raise InvalidInputError("input 'npy' needs a codes file path")
+        return "codes", load_codes(spec.npy_path), None
+    if spec.input == "audio":
+        from kzlab.audio import read_wav
+        from kzlab.formats.known_answer import audio_to_latent
+
+        if not dec.model.metadata.get("kzlab.known_answer"):
+            raise InvalidInputError("audio input needs the known-answer decoder (pick 'known-answer')")
+        wav, _ = read_wav(spec.audio_path or SPEECH, hp.sample_rate)
+        if spec.frames and spec.frames > 0:
+            wav = wav[: int(spec.frames) * hp.total_upsample]
+        return "latent", audio_to_latent(wav, hp), wav
+    raise InvalidOptionError(f"input {spec.input!r}: one of {', '.join(INPUTS)}")
+
+
+def execute(
+    spec: RunSpec,
+    progress: Callable[[int, int, str], None] | None = None,
+    canceller: Canceller | None = None,
+) -> RunRecord:
+    """Run `spec`; never raises for kzlab errors (they land in `record.error`)."""
+    import kzlab
+
+    canc = canceller or Canceller()
+    rec = RunRecord(spec=spec, label=spec.label or "run", machine=machine_info())
+    n = len(STEPS)
+
+    def step(i: int, text: str) -> None:
+        canc.check()
+        if progress:
+            progress(i, n, text)
+
+    dec = None
+    try:
+        step(0, "loading the decoder")
+        path = resolve_model(spec.model, progress=lambda m: progress(0, n, m) if progress else None)
+        rec.model_path = str(path)
+        if not spec.label:
+            rec.label = f"{Path(path).stem} {spec.backend}"
+        low = spec.lowering_obj()
+        dec = kzlab.load(
+            path,
+            lowering=low,
+            backend=spec.backend,
+            threads=spec.threads,
+            sched=True if spec.sched else None,
+            op_offload=spec.op_offload,
+            weights_on=spec.weights_on or None,
+        )
+        canc.session = dec.session
+        rec.sample_rate = dec.sample_rate
+        step(1, "preparing the input")
+        kind, x, rec.reference = _input(spec, dec)
+        step(2, "decoding")
+        t0 = time.perf_counter()
+        out = dec.decode(x, intermediates=True) if kind == "codes" else dec.decode_from("latent", x, intermediates=True)
+        rec.decode_s = time.perf_counter() - t0
+        rec.decode, rec.wav = out, out.wav
+        canc.session = None
+        step(3, "profiling")
+        prof_fn = optional_api("kzlab.analysis.api", "profile")
+        if not spec.profile:
+            rec.notes.append("not profiled (profile=False)")
+        elif prof_fn is None:
+            rec.notes.append("profiler not available in this installation (kzlab.analysis.api)")
+        else:
+            codes = x if kind == "codes" else random_codes(dec.hparams, max(1, x.shape[1] // 4))
+            try:
+                rec.profile = prof_fn(
+                    str(path),
+                    codes=codes,
+                    backend=spec.backend,
+                    threads=spec.threads,
+                    sched=True if spec.sched else None,
+                    op_offload=spec.op_offload,
+                    weights_on=spec.weights_on or None,
+                    lowering=low,
+                    repeat=max(1, int(spec.repeat)),
+                    warmup=1,
+                )
+            except KzlabError as e:
+                rec.notes.append(f"profile failed: {e}")
+        step(4, "simulating placement")
+        if spec.hexagon_profile:
+            sim = optional_api("kzlab.analysis.placement.api", "simulate")
+            if sim is None:
+                rec.notes.append("placement simulator not available in this installation")
+            else:
+                frames = x.shape[1] if kind == "codes" else max(1, x.shape[1] // 4)
+                try:
+                    rec.placement = sim(
+                        str(path), profile=spec.hexagon_profile, frames=frames, lowering=low, weights_on="htp"
+                    )
+                except KzlabError as e:
+                    rec.notes.append(f"placement failed: {e}")
+        if progress:
+            progress(n, n, "done")
+    except Cancelled as e:
+        rec.error = f"cancelled: {e}"
+    except KzlabError as e:
+        rec.error = str(e)
+    except Exception as e:  # a bug must still not kill the kernel: show it in the widget
+        rec.error = f"{type(e).__name__}: {e}"
+        rec.notes.append(traceback.format_exc(limit=4))
+    finally:
+        if dec is not None:
+            dec.close()
+    return rec
+
+
+__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info"]

@@ -1,0 +1,157 @@
+"""What each result tab shows, as plain values: figures, HTML tables, audio bytes, messages.
+
+The workbench only places these into widgets; keeping the content here means it can be checked without a
+browser and reused by the HTML report.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kzlab import plots
+from kzlab.audio import wav_bytes, wav_length
+from kzlab.report.render import snr_db, table
+
+TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
+OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
+
+
+@dataclass
+class View:
+    """One tab's content: figures (matplotlib), HTML snippets, audio clips (label, wav bytes)."""
+
+    figures: list = field(default_factory=list)
+    html: list[str] = field(default_factory=list)
+    audio: list[tuple[str, bytes]] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def message(text: str) -> View:
+    return View(html=[f"<p><i>{html.escape(text)}</i></p>"])
+
+
+def png(fig, dpi: int = 80) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _needs_profile(rec) -> View | None:
+    if rec.profile is None:
+        why = "; ".join(n.splitlines()[0] for n in rec.notes if "profil" in n) or "this run was not profiled"
+        return message(why)
+    return None
+
+
+def evolution_view(rec) -> View:
+    if rec.decode is None:
+        return message("no decode in this run")
+    v = View(figures=[plots.t_evolution(rec.decode, f"T-evolution: {rec.label}")])
+    v.rows = plots.evolution_rows(rec.decode)
+    v.html.append(table(v.rows, ["stage", "channels", "T"]))
+    return v
+
+
+def gflops_view(rec) -> View:
+    miss = _needs_profile(rec)
+    if miss:
+        return miss
+    return View(figures=[plots.gflop_breakdown(rec.profile), plots.roofline(rec.profile, labels=[rec.label])])
+
+
+def ops_view(rec, sort: str = "time_ms", descending: bool = True, n: int = 30) -> View:
+    miss = _needs_profile(rec)
+    if miss:
+        return miss
+    rows = plots.top_ops(rec.profile, n=n, sort=sort, descending=descending)
+    return View(html=[table(rows, OP_COLUMNS)], rows=rows)
+
+
+def timeline_view(rec) -> View:
+    return _needs_profile(rec) or View(figures=[plots.timeline(rec.profile, f"timeline: {rec.label}")])
+
+
+def placement_view(rec) -> View:
+    pl = rec.placement
+    if pl is None:
+        why = "; ".join(n.splitlines()[0] for n in rec.notes if "placement" in n) or "pick a Hexagon profile and run"
+        return message(why)
+    v = View(figures=plots.placement_figures(pl))
+    splits = plots.as_rows(plots.field(pl, "splits"))
+    convs = plots.as_rows(plots.field(pl, "convs"))
+    copied = float(plots.field(pl, "copied_bytes") or 0.0)
+    by = {}
+    for n in plots.as_rows(plots.field(pl, "nodes")):
+        by[n["backend"]] = by.get(n["backend"], 0) + 1
+    v.data = {"splits": len(splits), "copied_mb": copied / 1e6, "nodes_by_backend": by}
+    v.rows = convs
+    v.html.append(f"<p>{len(splits)} splits, {copied / 1e6:.2f} MB copied between backends; nodes: "
+                  + ", ".join(f"{k} {n}" for k, n in by.items()) + "</p>")
+    if convs:
+        v.html.append(table(convs, [c for c in plots.CONV_COLUMNS if c in convs[0]]))
+    v.html.append(table(splits[:40], [c for c in plots.SPLIT_COLUMNS if splits and c in splits[0]])
+                  + (f"<p>... and {len(splits) - 40} more splits</p>" if len(splits) > 40 else ""))
+    return v
+
+
+def audio_view(rec) -> View:
+    if rec.wav is None:
+        return message("no audio in this run")
+    v = View(figures=[plots.waveform(rec.wav, rec.sample_rate), plots.spectrogram(rec.wav, rec.sample_rate)])
+    v.audio.append((rec.label, wav_bytes(rec.wav, rec.sample_rate)))
+    v.data = {"samples": int(len(rec.wav)), "seconds": len(rec.wav) / rec.sample_rate}
+    if rec.reference is not None:
+        v.audio.append(("original recording", wav_bytes(rec.reference, rec.sample_rate)))
+        v.data["snr_db"] = snr_db(rec.wav, rec.reference)
+        v.html.append(f"<p>known answer: SNR against the recording <b>{v.data['snr_db']:.1f} dB</b></p>")
+    return v
+
+
+def compare_view(a, b) -> View:
+    """Two runs side by side: ratios per block and per op (profiles), wall and decode times, both audios."""
+    v = View()
+    rows = [{"": "decode s", "A": a.decode_s, "B": b.decode_s, "B/A": b.decode_s / a.decode_s if a.decode_s else 0}]
+    if a.profile is not None and b.profile is not None:
+        r = plots.ratios(a.profile, b.profile)
+        v.data = r
+        v.figures.append(plots.compare(a.profile, b.profile, (a.label, b.label)))
+        wa, wb = plots.field(a.profile, "wall_ms"), plots.field(b.profile, "wall_ms")
+        rows.append({"": "profile wall ms", "A": wa, "B": wb, "B/A": r.get("wall", {}).get("wall", float("nan"))})
+        v.rows = [{"stage": k, "ratio": x} for k, x in r["stage"].items()]
+        v.html.append(table(v.rows) + table([{"op": k, "ratio": x} for k, x in r["op"].items()]))
+    else:
+        v.html.append("<p><i>ratios per block and per op need both runs profiled</i></p>")
+    v.html.insert(0, f"<p>A = {html.escape(a.label)}, B = {html.escape(b.label)}</p>" + table(rows))
+    for rec in (a, b):
+        if rec.wav is not None:
+            v.audio.append((rec.label, wav_bytes(rec.wav, rec.sample_rate)))
+    if a.wav is not None and b.wav is not None and len(a.wav) == len(b.wav):
+        v.html.append(f"<p>SNR of B against A: {snr_db(b.wav, a.wav):.1f} dB</p>")
+    return v
+
+
+def all_views(rec, sort: str = "time_ms", descending: bool = True) -> dict[str, View]:
+    if rec.error:
+        err = message(f"run failed: {rec.error}")
+        return {t: err for t in TABS if t != "Compare"}
+    return {
+        "T-evolution": evolution_view(rec),
+        "GFLOPs": gflops_view(rec),
+        "Ops": ops_view(rec, sort, descending),
+        "Timeline": timeline_view(rec),
+        "Placement": placement_view(rec),
+        "Audio": audio_view(rec),
+    }
+
+
+def ok_pair(records: Sequence) -> tuple[Any, Any] | None:
+    ok = [r for r in records if r.ok]
+    return (ok[-2], ok[-1]) if len(ok) >= 2 else None
+
+
+__all__ = ["TABS", "View", "all_views", "compare_view", "wav_length"]

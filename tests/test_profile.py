@@ -1,0 +1,168 @@
+"""kzlab.profile: per-node times from the scheduler's callback, the op table, aggregates, JSON and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TINY, run_cli, snr_db
+
+import kzlab
+from kzlab.analysis.evolution import channel_path, time_path
+from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
+from kzlab.runtime.rpc import rpc_server
+
+FRAMES = 6
+LAYER_FIELDS = {
+    "path", "stage", "kind", "c_in", "c_out", "kernel", "t_in", "t_out", "macs", "macs_seed", "time_ms", "flops",
+    "bytes", "backend",
+}  # fmt: skip
+NODE_FIELDS = {"name", "op", "layer", "stage", "backend", "time_ms", "spread_ms", "flops", "bytes", "ne", "src_ne"}
+
+
+def f32(*ne: int) -> TensorInfo:
+    ne4 = tuple(ne) + (1,) * (4 - len(ne))
+    return TensorInfo(ne4, "F32", 4 * int(np.prod(ne4)))
+
+
+def test_op_table():
+    # MUL_MAT: src0 [K, M], src1 [K, N, B] -> [M, N, B]: 2 M N K B
+    assert op_flops("MUL_MAT", f32(5, 7, 3), [f32(11, 5), f32(11, 7, 3)]) == 2 * 5 * 7 * 11 * 3
+    # conv transpose (direct): kernel [K, Cout, Cin], x [T, Cin]: algorithmic 2 Cin Cout K T_in
+    k = TensorInfo((16, 4, 6, 1), "F16", 2 * 16 * 4 * 6)
+    assert op_flops("CONV_TRANSPOSE_1D", f32(100, 4), [k, f32(10, 6)]) == 2 * 6 * 4 * 16 * 10
+    for op in ("IM2COL", "COL2IM_1D", "PAD", "CONT", "CPY", "CONCAT", "GET_ROWS"):
+        assert op_flops(op, f32(8, 8), [f32(8, 8)]) == 0
+        assert op_bytes(op, f32(8, 8), [f32(8, 8)]) > 0
+    assert op_flops("SIN", f32(10, 3), [f32(10, 3)]) == 30
+    assert op_flops("ADD", f32(10, 3), [f32(10, 3), f32(10, 1)]) == 30
+    assert op_bytes("ADD", f32(10, 3), [f32(10, 3), f32(10, 1)]) == 4 * (30 + 10 + 30)
+    assert op_bytes("RESHAPE", f32(10, 3), [f32(30)]) == 0
+
+
+@pytest.fixture(scope="module")
+def prof(ref):
+    return kzlab.profile(
+        TINY / "qwentts-tokenizer-f32.gguf", codes=ref["codes"][:, :FRAMES], threads=1, repeat=3, peak=False
+    )
+
+
+def test_profile_times_and_fields(prof, ref):
+    assert snr_db(prof.wav, ref["wav"][: FRAMES * 1920]) >= 70
+    # the callback timestamps tile each profiled run: their sum is that run's wall time within 10 %
+    runs = list(zip(prof.config["node_sum_all_ms"], prof.config["profiled_all_ms"], strict=True))
+    assert len(runs) == 3 and all(abs(s - w) <= 0.1 * w for s, w in runs), runs
+    assert prof.overhead_ratio == pytest.approx(prof.profiled_ms / prof.wall_ms)
+    assert prof.wall_ms > 0 and len(prof.config["wall_all_ms"]) == 3
+    assert all(LAYER_FIELDS <= set(r) for r in prof.layers)
+    assert all(NODE_FIELDS <= set(n) for n in prof.nodes)
+    assert all(n["time_ms"] >= 0 and n["spread_ms"] >= 0 for n in prof.nodes)
+    assert all(n["time_ms"] == 0 for n in prof.nodes if n["is_view"])
+    compute = [n for n in prof.nodes if not n["is_view"]]
+    assert sum(n["time_ms"] > 0 for n in compute) > 0.9 * len(compute)
+    for key in ("conv", "conv_src1", "convt", "mm_chunk", "snake", "wtype", "backend", "threads", "sched"):
+        assert key in prof.config
+    assert prof.config["frames"] == FRAMES and prof.config["versions"]["kzlab"] == kzlab.__version__
+    assert [r["path"] for r in prof.layers][:2] == ["vq.first", "vq.rest"]
+
+
+def test_aggregates_add_up(prof):
+    total = prof.node_time_ms
+    assert sum(r["time_ms"] for r in prof.by_op()) == pytest.approx(total)
+    assert sum(r["time_ms"] for r in prof.by_stage()) == pytest.approx(total)
+    assert sum(r["flops"] for r in prof.by_op()) == sum(n["flops"] for n in prof.nodes)
+    # a conv layer's matrix products cost at least its MACs (bias adds and im2col on top)
+    for lay in prof.layers:
+        if lay["kind"] == "conv1d" and lay["extra"].get("groups") is None:
+            assert lay["flops"] >= 2 * lay["macs"], lay["path"]
+    mm = [r for r in prof.by_op() if r["op"] == "MUL_MAT"][0]
+    assert mm["flops"] > 0 and mm["n"] > 10
+    assert prof.rows("stages") == prof.by_stage()
+    with pytest.raises(kzlab.InvalidOptionError):
+        prof.rows("nope")
+    d = prof.to_dict()
+    assert "wav" not in d and json.loads(json.dumps(d))["overhead_ratio"] == pytest.approx(prof.overhead_ratio)
+
+
+def test_dataframe(prof):
+    pd = pytest.importorskip("pandas")
+    df = prof.dataframe("nodes")
+    assert isinstance(df, pd.DataFrame) and len(df) == len(prof.nodes)
+
+
+def test_profile_rpc_plain_and_sched(ref):
+    codes = ref["codes"][:, :FRAMES]
+    with rpc_server(threads=1) as srv:
+        kw = dict(codes=codes, threads=1, repeat=1, peak=False)
+        plain = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", backend=srv.address, **kw)
+        p = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", backend=[srv.address, "cpu"], **kw)
+    # plain RPC: profiled through a scheduler of its own, every node stays on the server, nothing is copied
+    assert snr_db(plain.wav, ref["wav"][: FRAMES * 1920]) >= 70 and not plain.config["sched"]
+    assert {n["backend"] for n in plain.nodes} == {srv.address}
+    assert len(plain.splits) == 1 and plain.splits[0]["input_bytes"] == 0
+    assert snr_db(p.wav, ref["wav"][: FRAMES * 1920]) >= 70
+    assert p.config["sched"] and p.config["n_splits_read"] == p.config["n_splits_derived"] == len(p.splits)
+    # the codes, positions and mask live on the CPU and are copied to the server's split
+    rpc_splits = [s for s in p.splits if s["backend"] == srv.address]
+    assert rpc_splits and sum(s["input_bytes"] for s in rpc_splits) > 0
+    assert {n["backend"] for n in p.nodes if not n["is_view"]} == {srv.address}
+    for prof in (plain, p):
+        ((s, w),) = zip(prof.config["node_sum_all_ms"], prof.config["profiled_all_ms"], strict=True)
+        assert abs(s - w) <= 0.1 * w
+
+
+def test_profile_sched_blas_splits_match_the_scheduler(ref):
+    p = kzlab.profile(
+        TINY / "qwentts-tokenizer-f32.gguf", frames=FRAMES, backend="blas", threads=1, repeat=1, peak=False
+    )
+    assert p.config["n_splits_read"] == p.config["n_splits_derived"] > 1
+    assert {s["backend"] for s in p.splits} == {"blas", "cpu"}
+
+
+def test_lowering_keywords_and_errors():
+    p = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", frames=2, conv="ktap", repeat=1, warmup=0, peak=False)
+    assert p.config["conv"] == "ktap" and p.config["lowering"]["conv"] == "ktap"
+    with pytest.raises(kzlab.InvalidOptionError):
+        kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", frames=0)
+    with pytest.raises(kzlab.InvalidOptionError):
+        kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", frames=2, repeat=0)
+
+
+def test_cli_profile_json(tmp_path):
+    out, trace = tmp_path / "p.json", tmp_path / "t.json"
+    p = run_cli(
+        "profile", str(TINY / "qwentts-tokenizer-f32.gguf"), "--frames", "3", "--repeat", "1", "--threads", "1",
+        "--no-peak", "--json", str(out), "--trace", str(trace),
+    )  # fmt: skip
+    assert "decoder.4" in p.stdout and "MUL_MAT" in p.stdout and "overhead" in p.stdout
+    d = json.loads(out.read_text())
+    for key in ("config", "wall_ms", "overhead_ratio", "layers", "nodes"):
+        assert key in d
+    assert d["layers"][0]["path"] == "vq.first" and {"name", "op", "layer", "backend", "time_ms"} <= set(d["nodes"][0])
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+@pytest.mark.slow
+def test_full_size_bigvgan_table(full_synth, capsys):
+    prof = kzlab.profile(full_synth, frames=31, repeat=1, warmup=0, peak=False)
+    big = [r for r in prof.layers if r["stage"].startswith("decoder.")]
+    conv = [r for r in big if r["kind"] == "conv1d"]
+    convt = [r for r in big if r["kind"] == "conv_transpose1d"]
+    snake = [r for r in big if r["kind"] == "snake"]
+    assert len(conv) == 26 and len(convt) == 4 and len(snake) == 29
+    assert round(sum(r["macs_seed"] for r in conv) / 1e9, 1) == 63.7
+    assert round(sum(r["macs_seed"] for r in convt) / 1e9, 1) == 51.6
+    assert round(sum(r["macs"] for r in convt) / 1e9, 1) == 10.4
+    evo = [r for r in prof.evolution if r["stage"].startswith("decoder.")]
+    assert channel_path(evo) == [1024, 1536, 768, 384, 192, 96, 1]
+    assert time_path(evo) == [124, 992, 4960, 19840, 59520]
+    share = prof.share("decoder.")
+    assert 0 < share <= 1
+    stages = ", ".join(f"{r['stage']} {r['time_ms']:.0f}" for r in prof.by_stage())
+    with capsys.disabled():
+        print(
+            f"\nfull size, 31 frames: BigVGAN (decoder.0-6) {100 * share:.1f}% of {prof.node_time_ms:.0f} ms; "
+            f"plain {prof.wall_ms:.0f} ms, profiled {prof.profiled_ms:.0f} ms, overhead x{prof.overhead_ratio:.3f}"
+            f"\nper stage (ms): {stages}"
+        )

@@ -1,0 +1,154 @@
+"""Backends by name, plain and scheduler modes, RPC over loopback, and every lowering option on each backend.
+
+The decoder is causal end to end (causal convs, causal windowed attention, transposed convs trimmed on the
+right), so decoding the first frames of the reference codes reproduces the first samples of the reference
+waveform; the tests decode a few frames to stay fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TINY, snr_db
+
+from kzlab.errors import InvalidOptionError
+from kzlab.graph.options import Lowering
+from kzlab.model.weights import load_model
+from kzlab.runtime.backends import available_backends, open_backends, parse_rpc
+from kzlab.runtime.rpc import rpc_server
+from kzlab.runtime.session import Session
+
+FRAMES = 6
+SAMPLES = FRAMES * 1920
+
+#: (lowering, SNR bound in dB vs the upstream reference); every option value appears at least once
+VARIANTS = [
+    (Lowering(), 70),
+    (Lowering(conv="ktap", conv_src1="data", convt="direct", snake="raw"), 70),
+    (Lowering(conv="ktap", conv_src1="kernel"), 70),
+    (Lowering(conv="im2col-f32", conv_src1="data", mm_chunk=64), 70),
+    (Lowering(conv="im2col-f16"), 40),
+    (Lowering(wtype="f32"), 70),
+    (Lowering(wtype="f16"), 40),
+    # bf16 keeps 8 mantissa bits (f16 has 11): about 18 dB below f16 on this model
+    (Lowering(wtype="bf16"), 30),
+]
+#: q8_0 requantized at load measures 26-27 dB on the tiny fixture on every backend (the bound is 30)
+Q8 = (Lowering(wtype="q8_0"), 30)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with rpc_server(threads=1) as srv:
+        yield srv
+    assert srv.proc.poll() is not None  # the server is stopped on exit
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model(TINY / "qwentts-tokenizer-f32.gguf")
+
+
+@pytest.fixture(scope="module")
+def codes(ref):
+    return np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
+
+
+def backend_spec(name: str, server) -> str | list[str]:
+    return {
+        "cpu": "cpu",
+        "blas": "blas",
+        "rpc": server.address if server else "",
+        "sched-cpu-blas": ["blas", "cpu"],
+        "sched-cpu-rpc": [server.address, "cpu"] if server else [],
+    }[name]
+
+
+def decode(model, lowering, backend, codes) -> np.ndarray:
+    with Session(model, lowering, backend=backend, threads=1) as s:
+        return s.run(codes.shape[1], {"codes": codes})["wav"][0]
+
+
+@pytest.mark.parametrize("name", ["cpu", "blas", "rpc", "sched-cpu-blas", "sched-cpu-rpc"])
+def test_every_lowering_option_on_every_backend(name, tiny, codes, ref, request):
+    server = request.getfixturevalue("server") if "rpc" in name else None
+    spec = backend_spec(name, server)
+    failures = []
+    for low, bound in VARIANTS:
+        snr = snr_db(decode(tiny, low, spec, codes), ref["wav"][:SAMPLES])
+        if snr < bound:
+            failures.append(f"{low.label()}: {snr:.1f} dB < {bound}")
+    assert not failures, f"{name}: " + "; ".join(failures)
+
+
+@pytest.mark.xfail(strict=True, reason="wtype=q8_0 requantized at load reaches 26-27 dB here, below 30")
+@pytest.mark.parametrize("name", ["cpu", "sched-cpu-rpc"])
+def test_q8_0_bound(name, tiny, codes, ref, request):
+    server = request.getfixturevalue("server") if "rpc" in name else None
+    low, bound = Q8
+    assert snr_db(decode(tiny, low, backend_spec(name, server), codes), ref["wav"][:SAMPLES]) >= bound
+
+
+def test_rpc_server_decode_matches_local_cpu(tiny, codes):
+    local = decode(tiny, Lowering(), "cpu", codes)
+    with rpc_server(threads=1) as srv:
+        remote = decode(tiny, Lowering(), srv.address, codes)
+        sched = decode(tiny, Lowering(), [srv.address, "cpu"], codes)
+    assert srv.proc.poll() is not None
+    assert snr_db(remote, local) >= 100
+    assert snr_db(sched, local) >= 100
+
+
+def test_sched_rpc_with_weights_on_cpu_and_no_offload(tiny, codes, server):
+    local = decode(tiny, Lowering(), "cpu", codes)
+    for kw in ({"weights_on": "cpu"}, {"op_offload": False}):
+        with Session(tiny, Lowering(), backend=[server.address, "cpu"], threads=1, **kw) as s:
+            w = s.run(FRAMES, {"codes": codes})["wav"][0]
+        assert snr_db(w, local) >= 100, kw
+
+
+def test_graphs_can_alternate_under_the_scheduler(tiny, ref, server):
+    """Two shapes share one scheduler: each reallocation must split the graph from its own sources."""
+    with Session(tiny, Lowering(), backend=[server.address, "cpu"], threads=1) as s:
+        for _ in range(2):
+            for t in (FRAMES, FRAMES + 2):
+                c = np.ascontiguousarray(ref["codes"][:, :t], dtype=np.int32)
+                w = s.run(t, {"codes": c})["wav"][0]
+                assert snr_db(w, ref["wav"][: t * 1920]) >= 70
+
+
+def test_node_assignment_is_read_back(tiny, server):
+    with Session(tiny, Lowering(), backend=["blas", "cpu"], threads=1) as s:
+        bg = s.graph(FRAMES)
+        names = s.backends.node_backends(bg)
+        assert len(names) == bg.n_nodes
+        assert set(names) == {"blas", "cpu"}
+        mm = [b for b, n in zip(names, bg.nodes(), strict=True) if n.contents.name.decode().endswith(":MUL_MAT")]
+        assert "blas" in mm
+        assert s.backends.n_splits(bg) > 1
+    with Session(tiny, Lowering(), backend=[server.address, "cpu"], threads=1) as s:
+        bg = s.graph(FRAMES)
+        names = s.backends.node_backends(bg)
+        assert names.count(server.address) > 0.9 * len(names)  # everything next to the weights
+
+
+def test_backend_names_and_errors():
+    assert "cpu" in available_backends() and "blas" in available_backends()
+    assert parse_rpc("rpc://127.0.0.1:50052") == ("127.0.0.1", 50052)
+    for bad in ("rpc://host", "rpc://h:0", "rpc://h:70000", "tcp://h:1"):
+        with pytest.raises(InvalidOptionError):
+            parse_rpc(bad)
+    with pytest.raises(InvalidOptionError, match="unknown backend"):
+        open_backends("tpu9")
+    with pytest.raises(InvalidOptionError, match="needs sched"):
+        open_backends("blas", sched=False)
+    with pytest.raises(InvalidOptionError, match="twice"):
+        open_backends(["cpu", "cpu"])
+    with pytest.raises(InvalidOptionError, match="weights_on"):
+        open_backends(["blas", "cpu"], weights_on="rpc")
+    bs = open_backends("blas", threads=1)
+    try:
+        assert bs.use_sched and [b.name for b in bs.backends] == ["blas", "cpu"]
+        assert bs.describe() == "sched[blas+cpu]"
+    finally:
+        bs.free()

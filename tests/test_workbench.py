@@ -1,0 +1,164 @@
+"""The Workbench driven headlessly: set widget values, click Run, wait, and check what it produced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TINY
+
+TINY_F32 = TINY / "qwentts-tokenizer-f32.gguf"
+TINY_F16 = TINY / "crispasr-tokenizer-f16.gguf"
+BLOCKS = ["decoder.0", "decoder.1", "decoder.2", "decoder.3", "decoder.4"]
+
+
+def tick_labels(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.get_xticklabels()]
+
+
+@pytest.fixture(scope="module")
+def wb():
+    import kzlab
+
+    w = kzlab.Workbench(folder=TINY)
+    w.model_path.value = str(TINY_F32)
+    w.input.value = "random"
+    w.frames.value = 3
+    w.repeat.value = 1
+    w.threads.value = 2
+    w.run_button.click()
+    assert w.wait(300), "the run did not finish"
+    return w
+
+
+def test_run_produces_views(wb):
+    from kzlab.ui.views import TABS, wav_length
+
+    assert wb.error is None, wb.error
+    assert len(wb.results) == 1 and wb.results[0].ok
+    assert [wb.tabs.get_title(i) for i in range(len(TABS))] == list(TABS)
+    assert wb.progress.value == wb.progress.max > 0
+    ev = wb.views["T-evolution"]
+    labels = tick_labels(ev.figures[0])
+    assert all(b in labels for b in BLOCKS), labels
+    ts = {r["stage"]: r["T"] for r in ev.rows}
+    assert ts["decoder.0"] == 3 * 4 and ts["decoder.4"] == 3 * 1920  # 4 x (2*2), then x 8*5*4*3
+    audio = wb.views["Audio"]
+    assert audio.data["samples"] == 3 * 1920
+    assert wav_length(audio.audio[0][1]) == 3 * 1920
+    kids = wb._tab_boxes["Audio"].children
+    assert any(type(k).__name__ == "Audio" for k in kids)
+    assert any(type(k).__name__ == "Image" for k in kids)
+
+
+def test_profile_views(wb):
+    rec = wb.results[0]
+    if rec.profile is None:
+        pytest.skip("; ".join(rec.notes) or "no profile")
+    rows = wb.views["Ops"].rows
+    assert rows and all(k in rows[0] for k in ("name", "op", "stage", "backend", "time_ms", "gflops"))
+    times = [r["time_ms"] for r in rows]
+    assert times == sorted(times, reverse=True)
+    wb.sort_by.value = "gflop"
+    g = [r["gflop"] for r in wb.views["Ops"].rows]
+    assert g == sorted(g, reverse=True)
+    wb.sort_by.value = "time_ms"
+    fig = wb.views["GFLOPs"].figures[0]
+    assert any(b in tick_labels(fig) for b in BLOCKS)
+    assert wb.views["Timeline"].figures
+
+
+def test_compare_two_runs(wb):
+    wb.lowering["conv"].value = "ktap"
+    wb.run_button.click()
+    assert wb.wait(300)
+    wb.lowering["conv"].value = "im2col-f32"
+    assert len(wb.results) == 2 and all(r.ok for r in wb.results)
+    assert wb.results[1].spec.lowering["conv"] == "ktap"
+    view = wb.views["Compare"]
+    assert len(view.audio) == 2
+    a, b = wb.results
+    # both lowerings compute the same decoder: the outputs agree closely
+    assert "SNR of B against A" in "".join(view.html)
+    err = np.sum((a.wav - b.wav) ** 2) / np.sum(a.wav**2)
+    assert err < 1e-4
+    if a.profile is not None and b.profile is not None:
+        r = view.data
+        assert set(BLOCKS) <= set(r["stage"])
+        for s in BLOCKS:
+            assert r["stage"][s] > 0
+        assert view.figures
+
+
+def test_corrupt_file_is_a_message(wb, tmp_path):
+    bad = tmp_path / "corrupt.gguf"
+    bad.write_bytes(b"GGUF" + bytes(range(256)) * 4)
+    n = len(wb.results)
+    wb.model_path.value = str(bad)
+    wb.run_button.click()
+    assert wb.wait(60)
+    wb.model_path.value = str(TINY_F32)
+    assert len(wb.results) == n + 1 and not wb.results[-1].ok
+    assert wb.error and "corrupt.gguf" in wb.error
+    assert "corrupt.gguf" in wb.status.value
+    assert "run failed" in "".join(wb.views["T-evolution"].html)
+    assert not wb.run_button.disabled  # ready for the next run: the process is alive
+
+
+def test_bad_option_is_a_message(wb):
+    wb.backend.value = "no-such-backend"
+    wb.run_button.click()
+    assert wb.wait(60)
+    wb.backend.value = "cpu"
+    assert "no-such-backend" in (wb.error or "")
+
+
+def test_scan_lists_folder(wb):
+    files = wb.scan()
+    assert str(TINY_F32) in files and str(TINY_F16) in files
+    assert "synthetic" in wb.models.options
+
+
+def test_cancel_stops_a_run(tmp_path):
+    import kzlab
+
+    w = kzlab.Workbench()
+    w.model_path.value = str(TINY_F32)
+    w.input.value = "fixture"  # 100 frames: long enough to cancel
+    w.threads.value = 1
+    w.run_button.click()
+    w.cancel_button.click()
+    assert w.wait(300)
+    assert w.results[-1].error is not None and "cancel" in w.results[-1].error
+
+
+def test_export_html(wb, tmp_path):
+    out = wb.export_html(tmp_path / "wb.html")
+    text = out.read_text()
+    assert text.count("<audio") >= len([r for r in wb.results if r.ok])
+    assert "http://" not in text and "https://" not in text
+
+
+def test_placement_tab(wb):
+    """The Hexagon what-if: with mul_mat(kernel, im2col) the long convs pass v0.15.2's 1024-row limit."""
+    if wb.hexagon.options == ("(none)",):
+        pytest.skip("no Hexagon profile shipped")
+    wb.hexagon.value = "hexagon-v0.15.2"
+    wb.lowering["conv_src1"].value = "data"
+    wb.lowering["wtype"].value = "f16"
+    try:
+        wb.run_button.click()
+        assert wb.wait(300)
+    finally:
+        wb.hexagon.value = "(none)"
+        wb.lowering["conv_src1"].value = "kernel"
+        wb.lowering["wtype"].value = "native"
+    rec = wb.results[-1]
+    if rec.placement is None:
+        pytest.skip("; ".join(rec.notes))
+    view = wb.views["Placement"]
+    assert view.figures and view.data["splits"] >= 1
+    assert set(view.data["nodes_by_backend"]) == {"CPU", "HTP"}
+    refused = [r for r in view.rows if r["verdict"] != "accepted"]
+    long_refused = [r for r in refused if r["src1_rows"] > 1024]
+    assert long_refused and all(r["stage"].startswith("decoder.") for r in long_refused)
+    assert all(r["src1_rows"] <= 1024 for r in view.rows if r["verdict"] == "accepted")

@@ -30,16 +30,20 @@ from kzlab.graph.options import Lowering
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
 
 
-def machine() -> dict[str, Any]:
-    """A short description of this machine (CPU model, cores, OS, Python)."""
-    cpu = platform.processor() or ""
+def cpu_name(default: str = "") -> str:
+    """The CPU model from /proc/cpuinfo, else platform.processor(), else `default`."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return platform.processor() or default
+
+
+def machine() -> dict[str, Any]:
+    """A short description of this machine (CPU model, cores, OS, Python)."""
+    cpu = cpu_name()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": cpu, "cores": cores, "system": platform.platform(), "python": platform.python_version()}
 

@@ -91,7 +91,7 @@ def load_codes(path: str) -> np.ndarray:
 
 def random_codes(frames: int, hp, seed: int = 0) -> np.ndarray:
     if frames < 1:
-        raise InvalidInputError(f"--frames must be >= 1; got {frames}")
+        raise InvalidInputError(f"frames must be >= 1; got {frames}")
     rng = np.random.default_rng(seed)
     c = rng.integers(0, hp.codebook_size, size=(hp.num_quantizers, frames), dtype=np.int32)
     c[0] = rng.integers(0, hp.semantic_codebook_size, size=frames)

@@ -79,10 +79,7 @@ def fixture_codes(hp: HParams) -> np.ndarray:
 
 
 def random_codes(hp: HParams, frames: int, seed: int = 0) -> np.ndarray:
-    """Uniform random codes [num_quantizers, frames] within each codebook's range."""
-    if frames < 1:
-        raise InvalidInputError(f"frames must be >= 1; got {frames}")
-    rng = np.random.default_rng(seed)
-    c = rng.integers(0, hp.codebook_size, size=(hp.num_quantizers, frames), dtype=np.int32)
-    c[0] = rng.integers(0, hp.semantic_codebook_size, size=frames)
-    return c
+    """Uniform random codes [num_quantizers, frames] within each codebook's range (the CLI's generator)."""
+    from kzlab.commands.common import random_codes as generate
+
+    return generate(frames, hp, seed)

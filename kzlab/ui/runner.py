@@ -89,14 +89,9 @@ class RunRecord:
 
 def machine_info() -> dict[str, str]:
     """A short description of this machine and the versions a result depends on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from kzlab.analysis.api import cpu_name
+
+    cpu = cpu_name(platform.machine())
 
     def ver(dist: str) -> str:
         try:

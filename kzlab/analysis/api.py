@@ -3,8 +3,9 @@
 A Profile is what plots, widgets, reports and the CLI read, so its field names are an interface:
 `config`, `wall_ms`, `profiled_ms`, `overhead_ratio`, `layers`, `nodes`, `splits`, `peak_gflops`,
 `evolution`, `wav`. Times are medians over `repeat` runs after `warmup` runs. `wall_ms` is the plain run
-(no callback), `profiled_ms` the run with the per-node callback, on the same session and graph, so their
-ratio is what profiling costs.
+(no callback), `profiled_ms` the run with the per-node callback, on the same session and graph;
+`overhead_ratio` is what profiling costs: the median over repeats of profiled / plain, each repeat's two runs
+taken back to back (their ratios are in `config["overhead_pair_ratios"]`).
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def profile(
     model_or_path,
     frames: int | None = 31,
     codes=None,
-    backend: str | list[str] = "cpu",
+    backend: str | list[str] = "auto",
     threads: int | None = None,
     sched: bool | None = None,
     op_offload: bool = True,
@@ -313,6 +314,7 @@ def profile(
             "compute_bytes": meas.compute_bytes,
             "wall_all_ms": meas.wall_all_ms,
             "profiled_all_ms": meas.profiled_all_ms,
+            "overhead_pair_ratios": meas.pair_ratios,
             "node_sum_all_ms": meas.node_sum_all_ms,
             "versions": versions(),
             "machine": machine(),
@@ -325,7 +327,7 @@ def profile(
         config=config,
         wall_ms=meas.wall_ms,
         profiled_ms=meas.profiled_ms,
-        overhead_ratio=meas.profiled_ms / meas.wall_ms if meas.wall_ms > 0 else 0.0,
+        overhead_ratio=meas.overhead_ratio,
         layers=_layer_rows(records, nodes),
         nodes=nodes,
         splits=meas.splits,

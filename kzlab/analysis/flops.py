@@ -6,6 +6,8 @@ Conventions (one multiply-add = 2 FLOPs):
 - CONV_TRANSPOSE_1D (the direct lowering): 2 * Cin * Cout * K * T_in, the algorithmic count.
 - elementwise ops: one FLOP per output element (SIN, EXP, ... counted as 1: a count of ops, not of cycles).
 - norms / softmax: a few FLOPs per element, stated below.
+- CUSTOM: kzlab's one custom node is the fused SnakeBeta (kzlab.graph.fused), counted as the five
+  pointwise ops it replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded graphs compare.
 Bytes moved = bytes of every source read once + bytes of the output written once (a lower bound: no
 re-reads through cache misses), the usual roofline convention.
 The layer-level conv convention ("algorithmic" vs "seed" for transposed convs) lives in LayerRecord.
@@ -52,6 +54,7 @@ ELEMENTWISE = {
     "TANH": 1,
     "ADD1": 1,
     "ACC": 1,
+    "CUSTOM": 5,
 }
 #: FLOPs per element of reductions / normalisations
 PER_ELEMENT = {"RMS_NORM": 3, "NORM": 5, "SOFT_MAX": 5, "ROPE": 6, "SUM_ROWS": 1, "MEAN": 1}

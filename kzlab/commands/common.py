@@ -53,8 +53,9 @@ def add_backend(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("backend options")
     g.add_argument(
         "--backend",
-        default="cpu",
-        help="cpu | blas | rpc://HOST:PORT | a device name; a comma list runs under the scheduler (last one CPU)",
+        default="auto",
+        help="auto (blas when built, else cpu) | cpu | blas | rpc://HOST:PORT | a device name; "
+        "a comma list runs under the scheduler (last one CPU)",
     )
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g.add_argument("--sched", action="store_true", help="use ggml_backend_sched even for one backend")

@@ -17,6 +17,7 @@ import numpy as np
 
 from kzlab.errors import InvalidOptionError
 from kzlab.model.hparams import HParams
+from kzlab.model.roles import keeps_f16_in_q8_0
 
 ARCH = "qwen3-tts-tokenizer"
 OUTTYPES = ("f32", "f16", "q8_0")
@@ -50,18 +51,13 @@ def qwentts_name(role: str) -> str:
     raise KeyError(f"no qwentts.cpp name for role {role!r}")
 
 
-#: matrices kept F16 in q8_0 files: the projections into and out of the transformer carry the whole
-#: latent, and quantizing them costs about 14 dB of output SNR on the reference checkpoint (30 -> 44 dB)
-Q8_0_KEEP_F16 = ("tfm.input_proj.weight", "tfm.output_proj.weight")
-
-
 def storage_type(role: str, shape: tuple[int, ...], outtype: str) -> str:
     """The stored type for one tensor: 1-D and codebooks F32; matrices per outtype (Q8_0 only on whole blocks)."""
     if outtype not in OUTTYPES:
         raise InvalidOptionError(f"outtype {outtype!r}: expected one of {', '.join(OUTTYPES)}")
     if len(shape) == 1 or role.endswith(".codebook") or outtype == "f32":
         return "F32"
-    if outtype == "q8_0" and shape[-1] % 32 == 0 and role not in Q8_0_KEEP_F16:
+    if outtype == "q8_0" and shape[-1] % 32 == 0 and not keeps_f16_in_q8_0(role):
         return "Q8_0"
     return "F16"
 

@@ -94,7 +94,10 @@ def quantizer(b: GraphBuilder, hp: HParams, codes, T: int) -> Act:
         return Act(g.ggml_add(ctx, y.t, z.t), True)
 
 
-def conv_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, dilation: int = 1) -> Act:
+def conv_layer(
+    b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, dilation: int = 1, bias: bool = True
+) -> Act:
+    """A causal conv1d; bias=False leaves the bias to the next node (the fused snake adds it)."""
     T = x.T
     macs = c_in * c_out * k * T
     with b.layer(
@@ -109,7 +112,7 @@ def conv_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int
         macs_seed=macs,
         extra={"dilation": dilation},
     ):
-        return b.conv1d(x, f"{path}.weight", f"{path}.bias", dilation)
+        return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation)
 
 
 def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int) -> Act:
@@ -130,9 +133,11 @@ def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: in
         return b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
 
 
-def snake_layer(b: GraphBuilder, x: Act, path: str) -> Act:
+def snake_layer(b: GraphBuilder, x: Act, path: str, out_cl: bool | None = None, bias: str | None = None) -> Act:
+    """SnakeBeta; `out_cl` is the memory order the next conv reads, `bias` the previous conv's bias (both
+    used by the fused lowering only, see GraphBuilder.snake)."""
     with b.layer(path, "snake", c_in=x.C, c_out=x.C, t_in=x.T, t_out=x.T):
-        return b.snake(x, path)
+        return b.snake(x, path, out_cl, bias)
 
 
 def rms_norm(b: GraphBuilder, x: Act, path: str, weight: str, eps: float) -> Act:
@@ -254,9 +259,10 @@ def upsample(b: GraphBuilder, hp: HParams, x: Act, i: int) -> Act:
 
 def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
     p = f"dec.{blk}.res.{j}"
-    h = snake_layer(b, x, p + ".act1")
-    h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j])
-    h = snake_layer(b, h, p + ".act2")
+    fused = b.low.snake == "fused"  # conv1's bias is added inside act2's node
+    h = snake_layer(b, x, p + ".act1", out_cl=b.conv_input_cl(7))
+    h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j], bias=not fused)
+    h = snake_layer(b, h, p + ".act2", out_cl=b.conv_input_cl(1), bias=p + ".conv1.bias" if fused else None)
     h = conv_layer(b, h, p + ".conv2", c, c, 1)
     with b.layer(p + ".residual", "other", c_in=c, c_out=c, t_in=x.T, t_out=x.T):
         if h.cl != x.cl:
@@ -267,7 +273,7 @@ def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
 def decoder_block(b: GraphBuilder, hp: HParams, x: Act, blk: int) -> Act:
     cin, cout = hp.block_channels(blk)
     r = hp.upsample_rates[blk - 1]
-    x = snake_layer(b, x, f"dec.{blk}.snake")
+    x = snake_layer(b, x, f"dec.{blk}.snake", out_cl=b.convt_input_cl())
     x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r)
     for j in range(len(RESIDUAL_DILATIONS)):
         x = residual_unit(b, x, blk, j, cout)
@@ -309,7 +315,7 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
     run("decoder.0", lambda x: conv_layer(b, x, "dec.0.conv", L, D, 7))
     for blk in range(1, nb + 1):
         run(f"decoder.{blk}", lambda x, blk=blk: decoder_block(b, hp, x, blk))
-    run(f"decoder.{nb + 1}", lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake"))
+    run(f"decoder.{nb + 1}", lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7)))
     run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
     b.stage = f"decoder.{nb + 2}"
     with b.layer(f"dec.{nb + 2}.clamp", "other", c_in=1, c_out=1, t_in=x.T, t_out=x.T):

@@ -18,12 +18,15 @@ from typing import NamedTuple
 import numpy as np
 from ggml import ggml as g
 
+from kzlab.graph import fused
 from kzlab.graph.options import Lowering
 from kzlab.graph.weights import Prepared
 
 GGML_TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16, "BF16": g.GGML_TYPE_BF16, "Q8_0": g.GGML_TYPE_Q8_0}
 TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
 MAX_NODES = 32768
+#: ggml_set keeps its byte offset in an int32 op parameter and asserts it is below 1 GiB
+SET_MAX_OFFSET = 1 << 30
 MAX_TILES = 64  # per conv: beyond it a tile grows instead, so a very long input cannot exhaust the graph
 
 
@@ -82,12 +85,21 @@ class WeightTensors:
         return self.tensors[name]
 
     def upload(self) -> None:
-        """Copy (or, for zero-copy weights, read through) the bytes into the allocated tensors."""
+        """Copy (or, for zero-copy weights, read through) the bytes into the allocated tensors.
+
+        F16 weights an F32 lowering needs are widened straight into a host buffer's memory (one pass);
+        a device buffer gets them widened in numpy first."""
+        host = bool(self.buffer) and bool(g.ggml_backend_buffer_is_host(self.buffer))
         for name, p in self.prepared.items():
-            data = np.ascontiguousarray(p.data)
             t = self.tensors[name]
-            if g.ggml_nbytes(t) != data.nbytes:
-                raise AssertionError(f"weight {name}: {data.nbytes} bytes for a tensor of {g.ggml_nbytes(t)}")
+            if g.ggml_nbytes(t) != p.nbytes:
+                raise AssertionError(f"weight {name}: {p.nbytes} bytes for a tensor of {g.ggml_nbytes(t)}")
+            if p.widen and host:
+                n = int(np.prod(p.ne))
+                dst = np.ctypeslib.as_array(ctypes.cast(t.contents.data, ctypes.POINTER(ctypes.c_float)), (n,))
+                np.copyto(dst, np.asarray(p.data).reshape(-1), casting="same_kind")
+                continue
+            data = np.ascontiguousarray(p.values())
             g.ggml_backend_tensor_set(t, data.ctypes.data, 0, data.nbytes)
 
     def nbytes(self) -> int:
@@ -208,6 +220,37 @@ class GraphBuilder:
         nb0, nb1 = int(t.contents.nb[0]), int(t.contents.nb[1])
         return Act(g.ggml_view_2d(self.ctx, t, length, a.C, nb1, start * nb0), False)
 
+    def join(self, parts: list, dim: int):
+        """2-D tensors joined along `dim` (0 or 1) by writing each into its place in one output.
+
+        One in-place SET per part (a row-wise copy, each byte written once) instead of a tree of CONCATs
+        (log2(parts) passes of ggml's element-by-element concat). Each SET returns a view of the output whose
+        source is the previous SET, so the parts land in order and the output lives until the last one."""
+        if len(parts) == 1:
+            return parts[0]
+        ctx = self.ctx
+        ne = [int(parts[0].contents.ne[0]), int(parts[0].contents.ne[1])]
+        ne[dim] = sum(int(p.contents.ne[dim]) for p in parts)
+        nb1 = 4 * ne[0]
+        last = ne[dim] - int(parts[-1].contents.ne[dim])
+        if (4 if dim == 0 else nb1) * last >= SET_MAX_OFFSET or nb1 >= 2**31:
+            return self._concat_tree(parts, dim)
+        out = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, ne[0], ne[1])
+        at = 0
+        for p in parts:
+            out = g.ggml_set_2d_inplace(ctx, out, p, nb1, at * (4 if dim == 0 else nb1))
+            at += int(p.contents.ne[dim])
+        return out
+
+    def _concat_tree(self, parts: list, dim: int):
+        """The join for outputs beyond SET's offset range: a balanced tree of CONCATs (log2(parts) passes)."""
+        while len(parts) > 1:
+            nxt = [g.ggml_concat(self.ctx, parts[i], parts[i + 1], dim) for i in range(0, len(parts) - 1, 2)]
+            if len(parts) % 2:
+                nxt.append(parts[-1])
+            parts = nxt
+        return parts[0]
+
     # ---- matrix products ------------------------------------------------------------------------------
     def mul_mat(self, a, b):
         """ggml_mul_mat(a, b), split into chunks of at most mm_chunk rows of src1 when asked."""
@@ -222,12 +265,7 @@ class GraphBuilder:
             m = min(n, rows - s)
             view = g.ggml_view_2d(self.ctx, b, ne_b[0], m, nb1, s * nb1)
             parts.append(g.ggml_mul_mat(self.ctx, a, view))
-        while len(parts) > 1:  # a balanced tree keeps the copies at log2(chunks) passes
-            nxt = [g.ggml_concat(self.ctx, parts[i], parts[i + 1], 1) for i in range(0, len(parts) - 1, 2)]
-            if len(parts) % 2:
-                nxt.append(parts[-1])
-            parts = nxt
-        return parts[0]
+        return self.join(parts, 1)
 
     def linear(self, x: Act, wname: str, bname: str | None = None) -> Act:
         """y = W x (+ b) over channels; channels-last in and out."""
@@ -236,7 +274,14 @@ class GraphBuilder:
         return self.add_bias(y, bname) if bname else y
 
     # ---- convolutions -------------------------------------------------------------------------------
-    def conv1d(self, x: Act, wname: str, bname: str, dilation: int = 1) -> Act:
+    def conv_input_cl(self, k: int) -> bool:
+        """Whether the conv1d lowering reads a channels-last input (else channels-first)."""
+        return self.low.conv == "ktap" or (k == 1 and self.low.conv == "im2col-f32")
+
+    def convt_input_cl(self) -> bool:
+        return self.low.convt == "col2im"
+
+    def conv1d(self, x: Act, wname: str, bname: str | None, dilation: int = 1) -> Act:
         """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says."""
         p = self.w.prepared[wname]
         if self.low.conv == "ktap":
@@ -276,7 +321,7 @@ class GraphBuilder:
             out = self._conv_product(wname, cols)
         else:
             out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
-        return self.add_bias(out, bname)
+        return self.add_bias(out, bname) if bname else out
 
     def _conv_product(self, wname: str, cols) -> Act:
         if self.low.conv_src1 == "data":
@@ -309,13 +354,7 @@ class GraphBuilder:
                 cols = g.ggml_view_2d(ctx, cols, k * cin, n, int(cols.contents.nb[1]), 0)
             parts.append(self._conv_product(wname, cols))
         cl = parts[0].cl
-        ts = [p.t for p in parts]
-        while len(ts) > 1:  # a balanced tree: log2(tiles) copies of the output, not tiles/2
-            nxt = [g.ggml_concat(ctx, ts[i], ts[i + 1], 1 if cl else 0) for i in range(0, len(ts) - 1, 2)]
-            if len(ts) % 2:
-                nxt.append(ts[-1])
-            ts = nxt
-        return Act(ts[0], cl)
+        return Act(self.join([p.t for p in parts], 1 if cl else 0), cl)
 
     def conv_transpose1d(self, x: Act, wname: str, bname: str, stride: int, kernel: int) -> Act:
         """Causal ConvTranspose1d: full output trimmed by (kernel - stride) on the right."""
@@ -346,10 +385,20 @@ class GraphBuilder:
         return self.add_bias(Act(acc, True), bname)
 
     # ---- activations --------------------------------------------------------------------------------
-    def snake(self, x: Act, prefix: str) -> Act:
-        """SnakeBeta: x + 1/(exp(beta)+1e-9) * sin(x * exp(alpha))^2."""
+    def snake(self, x: Act, prefix: str, out_cl: bool | None = None, bias: str | None = None) -> Act:
+        """SnakeBeta: h + 1/(exp(beta)+1e-9) * sin(h * exp(alpha))^2, h = x (+ bias).
+
+        The fused lowering adds `bias` and writes the memory order `out_cl` inside its one node; the others
+        add the bias with a ggml ADD and leave any transpose to the consumer."""
         ctx = self.ctx
-        if self.low.snake == "folded":
+        if self.low.snake == "fused":
+            w = self.w
+            bt = w[bias] if bias else None
+            y = fused.snake(ctx, x.t, x.cl, w[prefix + ".alpha"], w[prefix + ".beta"], bt, out_cl)
+            return Act(y, x.cl if out_cl is None else out_cl)
+        if bias:
+            x = self.add_bias(x, bias)
+        if self.low.snake in ("folded", "auto"):
             a = self.chan(x, prefix + ".alpha")
             inv_b = self.chan(x, prefix + ".beta")
             s = g.ggml_sqr(ctx, g.ggml_sin(ctx, g.ggml_mul(ctx, x.t, a)))

@@ -15,7 +15,7 @@ from kzlab.errors import InvalidOptionError
 CONV_CHOICES = ("ktap", "im2col-f32", "im2col-f16")
 CONV_SRC1_CHOICES = ("data", "kernel")
 CONVT_CHOICES = ("col2im", "direct")
-SNAKE_CHOICES = ("folded", "raw")
+SNAKE_CHOICES = ("auto", "fused", "folded", "raw")
 WTYPE_CHOICES = ("native", "f32", "f16", "bf16", "q8_0")
 
 HELP = {
@@ -27,7 +27,9 @@ HELP = {
     "mm_chunk": "split every MUL_MAT into chunks of at most N rows of src1 (0 = off)",
     "conv_tile": "im2col-f32: build the im2col columns for at most N output frames at a time (0 = all at once); "
     "bounds the columns' memory (k x c_in x N floats) on long inputs; at most 64 tiles per conv",
-    "snake": "SnakeBeta: folded = exp(alpha), 1/(exp(beta)+1e-9) precomputed at load; raw = computed in the graph",
+    "snake": "SnakeBeta: folded = exp(alpha), 1/(exp(beta)+1e-9) precomputed at load, then MUL, SIN, SQR, MUL, "
+    "ADD; raw = the constants computed in the graph too; fused = one kzlab CPU node (numpy SIMD sin), CPU and "
+    "BLAS backends only; auto = fused where every backend is the CPU or BLAS, else folded",
     "wtype": "weight type of matrix weights: native = as stored in the file, or requantized at load",
 }
 
@@ -41,7 +43,7 @@ class Lowering:
     convt: str = "col2im"
     mm_chunk: int = 0
     conv_tile: int = 8192
-    snake: str = "folded"
+    snake: str = "auto"
     wtype: str = "native"
 
     def __post_init__(self) -> None:
@@ -79,6 +81,16 @@ class Lowering:
 
     def replace(self, **kw: Any) -> Lowering:
         return dataclasses.replace(self, **kw)
+
+    def resolved(self, cpu_only: bool) -> Lowering:
+        """The lowering with `snake="auto"` decided: fused when the graph runs on CPU/BLAS backends only.
+
+        A device backend (RPC, GPU, or a simulated Hexagon) cannot run kzlab's fused node, which calls back
+        into this process, so there `auto` means the folded ggml ops a port would use.
+        """
+        if self.snake == "auto":
+            return self.replace(snake="fused" if cpu_only else "folded")
+        return self
 
     def label(self) -> str:
         """Short text for tables and legends."""

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from kzlab.graph.options import Lowering
+from kzlab.model.roles import keeps_f16_in_q8_0
 from kzlab.model.weights import Model, Weight
 
 QK8_0 = 32
 SNAKE_EPS = 1e-9
+#: snake lowerings that take exp(alpha) and 1/(exp(beta)+eps) precomputed (auto resolves to one of them)
+FOLDED = ("folded", "fused", "auto")
 
 
 @dataclass
@@ -31,10 +34,17 @@ class Prepared:
     data: np.ndarray
     role: str
     zero_copy: bool = False
+    #: data holds F16 values that the upload widens to F32 on the way into the weight buffer (one pass, no
+    #: F32 copy in between: F16 files under F32 lowerings load at about the speed of a plain copy)
+    widen: bool = False
 
     @property
     def nbytes(self) -> int:
-        return int(self.data.nbytes)
+        return int(self.data.nbytes) * (2 if self.widen else 1)
+
+    def values(self) -> np.ndarray:
+        """The bytes to upload, as an array of the final type (materializes a widened weight)."""
+        return self.data.astype(np.float32) if self.widen else self.data
 
 
 def encode(values: np.ndarray, type_name: str) -> np.ndarray:
@@ -64,8 +74,8 @@ def _pick_type(w: Weight, wtype: str, ne0: int, identity_layout: bool) -> str:
             return "Q8_0" if ne0 % QK8_0 == 0 else "F16"
         return w.type
     t = wtype.upper()
-    if t == "Q8_0" and ne0 % QK8_0:
-        return "F16"  # rows that are not whole Q8_0 blocks stay F16
+    if t == "Q8_0" and (ne0 % QK8_0 or keeps_f16_in_q8_0(w.role)):
+        return "F16"  # rows that are not whole Q8_0 blocks stay F16, and so do the sensitive matrices
     return t
 
 
@@ -73,6 +83,8 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
     """Build a Prepared tensor, reusing the file bytes when layout and type are unchanged."""
     if identity and type_name == w.type:
         return Prepared(name, type_name, ne, w.data, w.role, zero_copy=True)
+    if identity and type_name == "F32" and w.type == "F16":
+        return Prepared(name, type_name, ne, w.data, w.role, widen=True)
     return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
 
 
@@ -92,10 +104,10 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
         return [_matrix(role, w, lambda a: a, (shape[1], shape[0]), t, True)]
     if role.endswith("snake.alpha") or role.endswith("act1.alpha") or role.endswith("act2.alpha"):
         a = w.f32()
-        return [Prepared(role, "F32", (shape[0],), np.exp(a) if low.snake == "folded" else a, role)]
+        return [Prepared(role, "F32", (shape[0],), np.exp(a) if low.snake in FOLDED else a, role)]
     if role.endswith(".beta"):
         b = w.f32()
-        v = (1.0 / (np.exp(b) + SNAKE_EPS)).astype(np.float32) if low.snake == "folded" else b
+        v = (1.0 / (np.exp(b) + SNAKE_EPS)).astype(np.float32) if low.snake in FOLDED else b
         return [Prepared(role, "F32", (shape[0],), v, role)]
     if len(shape) == 1:
         return [Prepared(role, "F32", (shape[0],), np.ascontiguousarray(w.f32()), role)]

@@ -296,7 +296,8 @@ def open_backends(
     if [n.lower() for n in names] == ["auto"]:
         # ggml's CPU MUL_MAT is slow on the decoder's tall-skinny F32 products; OpenBLAS sgemm is not
         # (benchmarks/decode.py): use it, under the scheduler with the CPU for every other op, when built in
-        names = ["blas"] if "blas" in available_backends() else ["cpu"]
+        # (BLAS needs the scheduler: with sched=False, auto is the plain CPU backend)
+        names = ["blas"] if "blas" in available_backends() and sched is not False else ["cpu"]
     for n in names:
         if n.lower().startswith("rpc"):
             parse_rpc(n)

@@ -8,8 +8,10 @@ PERMUTE, TRANSPOSE) compute nothing: they are answered "no", run together with t
 A split's input copies run before its first node, so they land in that node's time.
 
 Plain runs (no callback) and profiled runs alternate, one of each per repeat, on the same graph and
-allocation; the ratio of their medians is the profiling overhead, and alternating keeps a change in the
-machine's load from landing on one side only.
+allocation.
+
+Each repeat is a pair (one plain, one profiled run) taken back to back, in alternating order; the overhead is
+the median of the pairs' ratios, which a slow drift of the machine's load cancels out of.
 
 Plain (non-scheduler) sessions are profiled through a scheduler of their own over the same backend, on
 the graph the plain allocator already placed: every tensor is pre-allocated, so the scheduler keeps each
@@ -39,6 +41,7 @@ from ggml import ggml as g
 
 from kzlab.analysis.flops import VIEW_OPS, TensorInfo, op_bytes, op_flops
 from kzlab.errors import BackendError
+from kzlab.graph import fused
 from kzlab.graph.builder import TYPE_NAMES
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of
 from kzlab.runtime.ffi import tensor_address
@@ -190,6 +193,23 @@ class Measurement:
     compute_bytes: int
     output: np.ndarray | None = None
 
+    @property
+    def pair_ratios(self) -> list[float]:
+        """profiled / plain time of each repeat's pair of runs."""
+        return [p / w for p, w in zip(self.profiled_all_ms, self.wall_all_ms, strict=True) if w > 0]
+
+    @property
+    def overhead_ratio(self) -> float:
+        """The profiling overhead: the median of the pairs' ratios (1.0 = none)."""
+        return _median(self.pair_ratios) if self.pair_ratios else 0.0
+
+
+def _raise_fused() -> None:
+    try:
+        fused.raise_pending()
+    except RuntimeError as e:
+        raise BackendError(str(e)) from e
+
 
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
@@ -238,6 +258,7 @@ class Profiler:
         t0 = time.perf_counter()
         status = self.bs.compute(bg)
         dt = (time.perf_counter() - t0) * 1e3
+        _raise_fused()
         if status != g.GGML_STATUS_SUCCESS:
             raise BackendError(f"graph compute failed on {self.bs.describe()} (status {status})")
         return dt
@@ -260,19 +281,29 @@ class Profiler:
             sums: list[float] = []  # per run: the node times of that run, summed
             sched, cleanup = self._profiling_sched(bg)
             try:
-                # plain and profiled runs alternate, so that a change of machine load hits both alike
-                for r in range(warmup + repeat):
-                    if sched == bs.sched:
-                        g.ggml_backend_sched_set_eval_callback(sched, off, None)
-                    dt_plain = self._plain_once(bg, inputs)
+
+                def profiled_once() -> float:
                     g.ggml_backend_sched_set_eval_callback(sched, timer.cfunc, None)
                     s.set_inputs(bg, inputs)
                     timer.start()
                     t0 = time.perf_counter()
                     status = g.ggml_backend_sched_graph_compute(sched, bg.gf)
                     dt = (time.perf_counter() - t0) * 1e3
+                    g.ggml_backend_sched_set_eval_callback(sched, off, None)
+                    _raise_fused()
                     if status != g.GGML_STATUS_SUCCESS:
                         raise BackendError(f"profiled compute failed on {bs.describe()} (status {status})")
+                    return dt
+
+                # plain and profiled runs come in pairs whose order alternates (plain first, then profiled
+                # first), so that neither a change of machine load nor the order itself favours one side
+                for r in range(warmup + repeat):
+                    if r % 2 == 0:
+                        dt_plain = self._plain_once(bg, inputs)
+                        dt = profiled_once()
+                    else:
+                        dt = profiled_once()
+                        dt_plain = self._plain_once(bg, inputs)
                     if r >= warmup:
                         wall.append(dt_plain)
                         prof.append(dt)

@@ -175,6 +175,7 @@ class RemoteSession:
             self._kill()
             raise msg[1]
         self.backends = _Describe(msg[1])
+        self.lowering = msg[2]  # as the worker's session resolved it (snake="auto" -> folded on RPC)
 
     def _last_words(self) -> str:
         """The last line the worker wrote to stderr (ggml's abort reason), as ': ...' or ''."""

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from ggml import ggml as g
 
-from kzlab.errors import BackendError, Cancelled
+from kzlab.errors import BackendError, Cancelled, InvalidOptionError
+from kzlab.graph import fused
 from kzlab.graph.blocks import build_decoder
 from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors
 from kzlab.graph.options import Lowering
@@ -46,6 +47,17 @@ class BuiltGraph:
         return [g.ggml_graph_node(self.gf, i) for i in range(self.n_nodes)]
 
 
+def resolve_lowering(low: Lowering, backends: BackendSet) -> Lowering:
+    """`low` with its automatic choices made for these backends; a fused snake on a device is refused."""
+    cpu_only = all(b.name in ("cpu", "blas") for b in backends.backends)
+    if low.snake == "fused" and not cpu_only:
+        raise InvalidOptionError(
+            f"snake='fused' runs on the CPU only (a kzlab node that calls back into Python) and cannot run on "
+            f"{backends.describe()}: use snake='folded' (or 'auto')"
+        )
+    return low.resolved(cpu_only)
+
+
 class Session:
     """Runs the decoder graph on a chosen backend setup (see `kzlab.runtime.backends`)."""
 
@@ -60,8 +72,12 @@ class Session:
         weights_on: str | None = None,
     ):
         self.model = model
-        self.lowering = lowering or Lowering()
         self.backends: BackendSet = open_backends(backend, threads, sched, op_offload, weights_on)
+        try:
+            self.lowering = resolve_lowering(lowering or Lowering(), self.backends)
+        except BaseException:
+            self.backends.free()
+            raise
         self._lock = threading.RLock()
         self._graphs: dict[tuple[str, int], BuiltGraph] = {}
         self.weights: WeightTensors | None = None
@@ -166,6 +182,10 @@ class Session:
                 self._abort = True
         if "error" in result:
             raise result["error"]
+        try:
+            fused.raise_pending()
+        except RuntimeError as e:
+            raise BackendError(str(e)) from e
         status = result.get("status")
         if interrupted:
             raise Cancelled("decode interrupted (KeyboardInterrupt); the decoder is ready for the next call")

@@ -41,7 +41,7 @@ class RunSpec:
     frames: int = 8
     npy_path: str = ""
     audio_path: str = ""
-    backend: str = "cpu"
+    backend: str = "auto"
     threads: int | None = None
     sched: bool = False
     op_offload: bool = True

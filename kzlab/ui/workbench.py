@@ -53,7 +53,7 @@ def hexagon_profiles() -> list[str]:
 def backend_choices() -> list[str]:
     from kzlab.runtime.backends import available_backends
 
-    return [b for b in available_backends() if "HOST" not in b]
+    return ["auto"] + [b for b in available_backends() if "HOST" not in b]
 
 
 def lowering_widgets(style: dict) -> dict[str, W.ValueWidget]:
@@ -91,7 +91,7 @@ class Workbench:
         self.frames = W.BoundedIntText(value=8, min=1, max=100000, description="frames", style=style)
         self.npy_path = W.Text(description="codes .npy", placeholder="codes [16, T]", layout=lay, style=style)
         self.audio_path = W.Text(value=str(SPEECH), description="audio (24 kHz)", layout=lay, style=style)
-        self.backend = W.Combobox(value="cpu", options=backend_choices(), description="backend", style=style,
+        self.backend = W.Combobox(value="auto", options=backend_choices(), description="backend", style=style,
                                   ensure_option=False)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.threads = W.BoundedIntText(value=cores, min=1, max=max(cores, 256), description="threads", style=style)

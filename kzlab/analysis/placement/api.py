@@ -315,6 +315,7 @@ def simulate(
     if isinstance(lowering, dict):
         lowering = Lowering.from_dict(lowering)
     low = (lowering or Lowering()).replace(**lowering_kw) if lowering_kw else (lowering or Lowering())
+    low = low.resolved(cpu_only=False)  # the device's graph: ggml ops only, unless the user asks for fused
     model = model_or_path if isinstance(model_or_path, Model) else load_model(model_or_path, layout=layout)
     backends = custom_backends(backends) if backends else backend_set(profile)
     wbuft = _weights_buft(backends, weights_on)

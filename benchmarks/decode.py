@@ -95,18 +95,17 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
     from kzlab.graph.options import NAIVE, Lowering
     from kzlab.runtime.backends import available_backends
 
+    default = "kzlab default (auto: blas+cpu)" if "blas" in available_backends() else "kzlab default (auto: cpu)"
     rows: list[tuple[str, str, dict[str, Any]]] = [
-        ("kzlab default (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
+        (default, args.f32, {"lowering": Lowering(), "backend": "auto"}),
+        ("kzlab default lowering (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
         ("kzlab naive (NAIVE, cpu)", args.f16, {"lowering": NAIVE, "backend": "cpu"}),
     ]
-    if "blas" in available_backends():
-        rows.insert(1, ("kzlab default (blas+cpu)", args.f32, {"lowering": Lowering(), "backend": "blas"}))
     if args.alternatives:
         rows += [
-            ("kzlab f16 file (cpu)", args.f16, {"lowering": Lowering(), "backend": "cpu"}),
-            ("kzlab conv_src1=data (cpu)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "cpu"}),
-            ("kzlab ktap (cpu)", args.f32, {"lowering": Lowering(conv="ktap"), "backend": "cpu"}),
-            ("kzlab wtype=f16 data (cpu)", args.f16, {"lowering": Lowering(conv_src1="data", wtype="f16")}),
+            ("kzlab snake=folded (auto)", args.f32, {"lowering": Lowering(snake="folded"), "backend": "auto"}),
+            ("kzlab f16 file (auto)", args.f16, {"lowering": Lowering(), "backend": "auto"}),
+            ("kzlab conv_src1=data (auto)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "auto"}),
         ]
     if args.only:
         keep = [s.strip() for s in args.only.split(",")]

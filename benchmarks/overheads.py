@@ -2,8 +2,9 @@
 
 * load: `kzlab.load(file)` (open, memory-map, validate) and the first weight upload, warm (the file already
   in the page cache), median of several loads. Target: a 230 MB F16 GGUF ready in <= 1 s.
-* profiler: a decode, and `kzlab.profile` of the same codes (one timed run, no warm-up, no peak
-  microbenchmark), interleaved, when that API exists in this checkout: the wall time a profile costs.
+* profiler: `kzlab.profile` of one configuration, several times: the overhead each profile reports (profiled
+  / plain, the median of its back-to-back pairs) and how far the profiles' medians lie apart (target: the
+  overhead <= 5 %, repeated profiles within 5 %).
 * long decode: `decode(codes, chunked=True)` of N minutes of random codes; the peak RSS is sampled during
   the decode, and RSS is printed at even times of the decode so that growth (per-chunk graphs or arrays
   kept alive) would show. The session caches one graph per distinct chunk length; their count is printed.
@@ -47,7 +48,9 @@ def bench_load(path: str, runs: int, backend: str) -> None:
     )
 
 
-def bench_profiler(path: str, frames: int, runs: int, backend: str) -> None:
+def bench_profiler(path: str, frames: int, runs: int, backend: str, profiles: int = 3) -> None:
+    """`profiles` profiles of one configuration, `runs` repeats each: the profiling overhead each reports
+    (median of its plain/profiled pairs) and how far the profiles' own medians lie apart."""
     prof = getattr(kzlab, "profile", None)
     if prof is None:
         print("profiler: kzlab.profile is not in this checkout; skipped")
@@ -55,19 +58,25 @@ def bench_profiler(path: str, frames: int, runs: int, backend: str) -> None:
     rng = np.random.default_rng(0)
     with kzlab.load(path, backend=backend) as d:
         codes = rng.integers(0, d.hparams.codebook_size, (d.hparams.num_quantizers, frames))
-        d.decode(codes)
-        prof(d, codes=codes, backend=backend, repeat=1, warmup=0, peak=False)
-        plain, profiled = [], []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            d.decode(codes)
-            t1 = time.perf_counter()
-            prof(d, codes=codes, backend=backend, repeat=1, warmup=0, peak=False)
-            t2 = time.perf_counter()
-            plain.append(t1 - t0)
-            profiled.append(t2 - t1)
-    a, b = statistics.median(plain), statistics.median(profiled)
-    print(f"profiler ({frames} frames): decode {a:.2f} s, profiled {b:.2f} s, overhead {100 * (b / a - 1):+.0f}%")
+        walls, profiled = [], []
+        for i in range(profiles):
+            p = prof(d, codes=codes, backend=backend, repeat=runs, warmup=1, peak=False)
+            pairs = ", ".join(f"{r:.3f}" for r in p.config["overhead_pair_ratios"])
+            sums = [s / w for s, w in zip(p.config["node_sum_all_ms"], p.config["profiled_all_ms"], strict=True)]
+            print(
+                f"profile {i + 1} ({frames} frames, {p.config['backend_label']}, {runs} pairs): plain "
+                f"{p.wall_ms:.0f} ms, profiled {p.profiled_ms:.0f} ms, overhead x{p.overhead_ratio:.3f} "
+                f"(pairs {pairs}); node times sum to {min(sums):.3f}-{max(sums):.3f} of the profiled wall time",
+                flush=True,
+            )
+            walls.append(p.wall_ms)
+            profiled.append(p.profiled_ms)
+    for name, xs in (("plain", walls), ("profiled", profiled)):
+        med = statistics.median(xs)
+        print(
+            f"  {name} medians of the {profiles} profiles: {[round(x) for x in xs]} ms, "
+            f"within {100 * max(abs(x - med) for x in xs) / med:.1f}% of their median"
+        )
 
 
 def bench_long(path: str, minutes: float, backend: str, slices: int) -> None:
@@ -98,7 +107,7 @@ def bench_long(path: str, minutes: float, backend: str, slices: int) -> None:
             if at:
                 print(f"  {100 * i // slices:>3}% of the decode: RSS {at[-1]:.0f} MB", flush=True)
         dt = time.perf_counter() - t0
-        graphs = sorted(k[1] for k in d.session._graphs)
+        graphs = sorted(k[1] for k in d.session._graphs)  # keys: (start, frames, stages)
         buffers = sum(bg.compute_bytes for bg in d.session._graphs.values()) / 1e6
     print(
         f"long decode {minutes:g} min ({frames} frames, {total / hp.sample_rate:.0f} s of audio, {backend}): "
@@ -110,7 +119,7 @@ def bench_long(path: str, minutes: float, backend: str, slices: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--f16", default="/work/cache/full-f16.gguf", help="a full-size F16 GGUF (about 230 MB)")
-    p.add_argument("--backend", default="cpu")
+    p.add_argument("--backend", default="auto")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--minutes", type=float, default=10.0, help="length of the long chunked decode")
     p.add_argument("--slices", type=int, default=5, help="RSS reports over the time of the long decode")

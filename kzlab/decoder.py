@@ -175,7 +175,7 @@ class Decoder:
         """session.run behind the memory-budget check (a worker session checks in its own process)."""
         if isinstance(self.session, RemoteSession):
             return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget)
-        check_session_budget(self.session, frames, start, self.memory_budget)
+        check_session_budget(self.session, frames, start, self.memory_budget, stages)
         return self.session.run(frames, inputs, start, stages)
 
     def close(self) -> None:

@@ -383,7 +383,7 @@ def graph_compute_bytes(gf: Any, buft: Any) -> int:
         g.ggml_gallocr_free(alloc)
 
 
-def estimate_compute_bytes(session: Any, frames: int, start: str = "quantizer") -> int:
+def estimate_compute_bytes(session: Any, frames: int, start: str = "quantizer", stages: bool = False) -> int:
     """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer."""
     from ggml import ggml as g
 
@@ -391,7 +391,7 @@ def estimate_compute_bytes(session: Any, frames: int, start: str = "quantizer") 
     from kzlab.graph.builder import GraphBuilder
 
     wt = session._ensure_weights()
-    b = GraphBuilder(wt, session.lowering)
+    b = GraphBuilder(wt, session.lowering, keep_stages=stages)
     try:
         gf = b.finish(build_decoder(b, session.model.hparams, frames, start))
         buft = g.ggml_backend_get_default_buffer_type(session.backends.primary.handle)
@@ -429,15 +429,15 @@ def suggest_chunk(session: Any, budget: int, frames: int, left_context: int = 25
     return lo
 
 
-def check_session_budget(session: Any, frames: int, start: str, budget: Any = None) -> None:
+def check_session_budget(session: Any, frames: int, start: str, budget: Any = None, stages: bool = False) -> None:
     """Refuse, before any allocation, a graph whose compute buffer would exceed the memory budget.
 
     Shapes the session already allocated passed this check before; they are not measured again.
     """
-    if (start, frames) in getattr(session, "_graphs", {}):
+    if (start, frames, stages) in getattr(session, "_graphs", {}):
         return
     limit = memory_budget(budget)
-    need = estimate_compute_bytes(session, frames, start)
+    need = estimate_compute_bytes(session, frames, start, stages)
     if need <= limit:
         return
     hint = ""

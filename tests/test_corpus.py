@@ -419,3 +419,18 @@ def test_budget_estimate_is_the_allocation():
             assert est == d.session.graph(frames).compute_bytes > 0
     assert parse_budget("1.5GB") == 1_500_000_000 and parse_budget("2GiB") == 2 << 30
     assert memory_budget("10MB") == 10**7 and 0 < memory_budget() < 2**50
+
+
+def test_stage_outputs_are_kept_only_when_read():
+    """A plain decode lets the allocator reuse every stage's memory; intermediates=True keeps them all."""
+    from kzlab.validate import estimate_compute_bytes
+
+    with kzlab.load(F32, backend="cpu", threads=1) as d:
+        lean = estimate_compute_bytes(d.session, 40)
+        keep = estimate_compute_bytes(d.session, 40, stages=True)
+        assert lean < keep
+        codes = np.zeros((d.hparams.num_quantizers, 40), dtype=np.int32)
+        out = d.decode(codes, intermediates=True)
+        assert np.array_equal(out.wav, d.decode(codes))
+        assert {"decoder.1", "pre_transformer"} <= set(out.stages)
+        assert {k for k in d.session._graphs} == {("quantizer", 40, True), ("quantizer", 40, False)}

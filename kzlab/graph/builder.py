@@ -117,9 +117,12 @@ class WeightTensors:
 class GraphBuilder:
     """Builds one compute graph. Block functions (kzlab.graph.blocks) call the lowering methods below."""
 
-    def __init__(self, weights: WeightTensors, low: Lowering, n_nodes: int = MAX_NODES):
+    def __init__(self, weights: WeightTensors, low: Lowering, n_nodes: int = MAX_NODES, keep_stages: bool = False):
         self.w = weights
         self.low = low
+        #: keep every stage's output allocated to the end (to read intermediates); else only the waveform, so
+        #: the allocator can reuse a stage's memory (on long inputs, most of the compute buffer)
+        self.keep_stages = keep_stages
         size = g.ggml_tensor_overhead() * n_nodes + g.ggml_graph_overhead_custom(n_nodes, False)
         self.ctx = g.ggml_init(g.ggml_init_params(mem_size=size, mem_buffer=None, no_alloc=True))
         self.gf = g.ggml_new_graph_custom(self.ctx, n_nodes, False)
@@ -166,8 +169,10 @@ class GraphBuilder:
         return t
 
     def mark_output(self, stage: str, a: Act) -> None:
-        g.ggml_set_output(a.t)
-        self.outputs[stage] = a
+        """Record a stage's output; flag it as a graph output (kept to the end) if it will be read."""
+        if self.keep_stages or stage == "wav":
+            g.ggml_set_output(a.t)
+            self.outputs[stage] = a
 
     def finish(self, final: Act):
         for a in self.outputs.values():
@@ -223,9 +228,9 @@ class GraphBuilder:
     def join(self, parts: list, dim: int):
         """2-D tensors joined along `dim` (0 or 1) by writing each into its place in one output.
 
-        One in-place SET per part (a row-wise copy, each byte written once) instead of a tree of CONCATs
-        (log2(parts) passes of ggml's element-by-element concat). Each SET returns a view of the output whose
-        source is the previous SET, so the parts land in order and the output lives until the last one."""
+        The first part padded to the full size, then one in-place SET per other part (a row-wise copy), instead
+        of a tree of CONCATs (log2(parts) passes of ggml's element-by-element concat). Each SET returns a view
+        of the output whose source is the previous SET, so the parts land in order."""
         if len(parts) == 1:
             return parts[0]
         ctx = self.ctx
@@ -235,9 +240,15 @@ class GraphBuilder:
         last = ne[dim] - int(parts[-1].contents.ne[dim])
         if (4 if dim == 0 else nb1) * last >= SET_MAX_OFFSET or nb1 >= 2**31:
             return self._concat_tree(parts, dim)
-        out = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, ne[0], ne[1])
-        at = 0
-        for p in parts:
+        # the output is the first part padded to full size: a node, allocated when it is computed (a new leaf
+        # would be allocated by ggml's allocator at the start of the graph and held through all of it)
+        first = parts[0]
+        if not g.ggml_is_contiguous(first):
+            first = g.ggml_cont(ctx, first)
+        rest = ne[dim] - int(first.contents.ne[dim])
+        out = g.ggml_pad_ext(ctx, first, 0, rest if dim == 0 else 0, 0, rest if dim == 1 else 0, 0, 0, 0, 0)
+        at = int(parts[0].contents.ne[dim])
+        for p in parts[1:]:
             out = g.ggml_set_2d_inplace(ctx, out, p, nb1, at * (4 if dim == 0 else nb1))
             at += int(p.contents.ne[dim])
         return out
@@ -366,10 +377,37 @@ class GraphBuilder:
             full = Act(g.ggml_reshape_2d(self.ctx, y, int(y.contents.ne[0]), cout), False)
         else:
             cout = p.ne[1] // kernel
-            cols = self.mul_mat(self.w[wname], self.as_cl(x).t)
+            xl = self.as_cl(x)
+            tile = self._convt_tile(T, stride)
+            if tile < T and kernel <= 2 * stride:
+                return self.add_bias(self._col2im_tiled(xl, wname, cout, stride, tile), bname)
+            cols = self.mul_mat(self.w[wname], xl.t)
             full = Act(g.ggml_col2im_1d(self.ctx, cols, stride, cout, 0), False)
         out = self.time_view(full, 0, T * stride) if kernel != stride else full
         return self.add_bias(out, bname)
+
+    def _convt_tile(self, T: int, stride: int) -> int:
+        """Input frames per col2im tile: `conv_tile` output frames, at most MAX_TILES tiles (0 = no tiling)."""
+        if not self.low.conv_tile:
+            return T
+        return max(1, self.low.conv_tile // stride, -(-T // MAX_TILES))
+
+    def _col2im_tiled(self, xl: Act, wname: str, cout: int, stride: int, tile: int) -> Act:
+        """The col2im transposed conv computed `tile` input frames at a time, outputs written in place.
+
+        The columns (c_out x K floats per input frame, 3x the output for K = 2 x stride) are the largest tensor
+        of a long decode; tiling bounds them like the im2col columns. With K <= 2 x stride an output frame
+        depends on input frames t // stride and the one before, so each tile reads one frame before its
+        start and keeps the output frames whose inputs were all inside: tiles need no overlap-add."""
+        ctx, T = self.ctx, xl.T
+        parts = []
+        for a in range(0, T, tile):
+            b_ = min(T, a + tile)
+            a0 = max(0, a - 1)
+            cols = self.mul_mat(self.w[wname], self.time_view(xl, a0, b_ - a0).t)
+            full = Act(g.ggml_col2im_1d(ctx, cols, stride, cout, 0), False)
+            parts.append(self.time_view(full, (a - a0) * stride, (b_ - a) * stride).t)
+        return Act(self.join(parts, 0), False)
 
     def depthwise_conv(self, x: Act, wname: str, bname: str) -> Act:
         """Causal depthwise conv (ConvNeXt's dwconv): one multiply-add per tap, channels-last."""

@@ -73,7 +73,7 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
         try:
             from kzlab.validate import check_session_budget
 
-            check_session_budget(session, frames, start, budget)
+            check_session_budget(session, frames, start, budget, stages)
             conn.send(("ok", session.run(frames, inputs, start, stages)))
         except BaseException as e:
             conn.send(("error", _portable(e)))

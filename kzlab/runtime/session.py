@@ -79,7 +79,7 @@ class Session:
             self.backends.free()
             raise
         self._lock = threading.RLock()
-        self._graphs: dict[tuple[str, int], BuiltGraph] = {}
+        self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}
         self.weights: WeightTensors | None = None
         self._abort = False
         self._abort_cb = g.ggml_abort_callback(lambda _data: self._abort)
@@ -106,14 +106,14 @@ class Session:
         return self.weights
 
     # ---- graphs -------------------------------------------------------------------------------------------
-    def graph(self, frames: int, start: str = "quantizer") -> BuiltGraph:
-        """The built and allocated graph for this shape (cached)."""
-        key = (start, frames)
+    def graph(self, frames: int, start: str = "quantizer", stages: bool = False) -> BuiltGraph:
+        """The built and allocated graph for this shape (cached); `stages` keeps every stage's output."""
+        key = (start, frames, stages)
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
             wt = self._ensure_weights()
-            b = GraphBuilder(wt, self.lowering)
+            b = GraphBuilder(wt, self.lowering, keep_stages=stages)
             try:
                 wav = build_decoder(b, self.model.hparams, frames, start)
                 gf = b.finish(wav)
@@ -206,7 +206,7 @@ class Session:
         self, frames: int, inputs: dict[str, np.ndarray], start: str = "quantizer", stages: bool = False
     ) -> dict[str, np.ndarray]:
         with self._lock:
-            bg = self.graph(frames, start)
+            bg = self.graph(frames, start, stages)
             self.backends.prepare(bg)
             self.set_inputs(bg, inputs)
             self.compute(bg)

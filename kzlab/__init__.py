@@ -4,6 +4,15 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# ggml's CPU backend runs each graph (each scheduler split) in an OpenMP parallel region; with libgomp's
+# default wait policy its idle threads spin after the region ends, on the cores OpenBLAS's threads need for
+# the next split's MUL_MAT. Sleeping idle threads made the default BLAS + CPU decode about 25 % faster
+# here (benchmarks/decode.py). libgomp reads this when ggml is first loaded, so it is set before that; a value
+# the user set wins, and it has no effect when ggml was imported before kzlab.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from kzlab.decoder import DecodeOutput, Decoder, load
 from kzlab.errors import (
     BackendError,

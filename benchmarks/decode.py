@@ -170,6 +170,12 @@ def main(argv: list[str] | None = None) -> None:
     for s in args.site:
         site.addsitedir(s)  # appended, and its .pth files (an editable kzlab install) are honoured
 
+    if not args.no_torch:
+        # PyTorch first, so that its own OpenMP runtime starts with its default settings: kzlab sets
+        # OMP_WAIT_POLICY (for ggml's CPU threads) when it is imported, and each OpenMP runtime reads it once
+        sys.path.insert(0, str(HERE))
+        import torch_reference  # noqa: F401
+
     ref = np.load(args.reference)
     all_cases = cases(args, ref["codes"])
     flops = {name: model_flops(args.f32, c.shape[1]) for name, c in all_cases.items()}

@@ -405,16 +405,19 @@ def count_nonfinite(type_name: str, data: Any) -> int:
     per-block F16 scales: a non-finite scale poisons its whole block)."""
     import numpy as np
 
-    a = np.asarray(data)
-    if type_name in ("F32", "F16"):
-        return int(a.size - np.count_nonzero(np.isfinite(a)))
-    if type_name == "BF16":
-        return int(np.count_nonzero((a.view(np.uint16) & 0x7F80) == 0x7F80))
+    a = np.ascontiguousarray(data).reshape(-1)
     if type_name == "Q8_0":
-        blocks = np.ascontiguousarray(a).view(np.uint8).reshape(-1, 34)
-        scales = blocks[:, :2].copy().view(np.float16).reshape(-1)
-        return int(scales.size - np.count_nonzero(np.isfinite(scales)))
-    return 0
+        a = a.view(np.uint8).reshape(-1, 34)[:, :2].copy().reshape(-1).view(np.float16)
+        type_name = "F16"
+    # an exponent of all ones is Inf or NaN: tested on the bits, in slices (np.isfinite widens F16 to F32
+    # and allocates a mask of the whole tensor; this is several times faster on a 100M-parameter file)
+    bits = {"F32": (np.uint32, 0x7F800000), "F16": (np.uint16, 0x7C00), "BF16": (np.uint16, 0x7F80)}
+    if type_name not in bits:
+        return 0
+    utype, mask = bits[type_name]
+    u = a.view(utype)
+    step = 1 << 20
+    return sum(int(np.count_nonzero((u[i : i + step] & mask) == mask)) for i in range(0, u.size, step))
 
 
 def suggest_chunk(session: Any, budget: int, frames: int, left_context: int = 25, start: str = "quantizer") -> int:

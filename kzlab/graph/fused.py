@@ -29,6 +29,8 @@ import threading
 import numpy as np
 from ggml import ggml as g
 
+from kzlab.errors import BackendError
+
 #: elements per block: small enough to stay in L2 across the five steps
 BLOCK = 1 << 15
 
@@ -63,7 +65,7 @@ def _snake_kernel(dst, ith: int, nth: int, userdata) -> None:
         in_cl, out_cl = bool(flags & IN_CL), bool(flags & OUT_CL)
         C = int(src.ne[0]) if in_cl else int(src.ne[1])
         T = int(src.ne[1]) if in_cl else int(src.ne[0])
-        # numpy views in torch terms: xt/yt are [C, T] whatever the memory order
+        # numpy views in torch terms: x and y are [C, T] whatever the memory order
         x = _array(d.src[0], (T, C)).T if in_cl else _array(d.src[0], (C, T))
         y = _array(dst, (T, C)).T if out_cl else _array(dst, (C, T))
         vec = [_array(d.src[i], (C,))[:, None] for i in (1, 2)]
@@ -106,10 +108,10 @@ def snake(ctx, x, in_cl: bool, alpha, inv_beta, bias=None, out_cl: bool | None =
 
 
 def raise_pending() -> None:
-    """Raise (once) an error a fused kernel recorded during the last compute."""
+    """Raise (once), as a BackendError, an error a fused kernel recorded during the last compute."""
     with _errors_lock:
         if not _errors:
             return
         err = _errors[0]
         _errors.clear()
-    raise RuntimeError(f"kzlab's fused SnakeBeta kernel failed: {err!r}") from err
+    raise BackendError(f"kzlab's fused SnakeBeta kernel failed: {err!r}") from err

@@ -7,11 +7,9 @@ node's time is the difference between its timestamp and the previous one. View n
 PERMUTE, TRANSPOSE) compute nothing: they are answered "no", run together with the next node, and get 0.
 A split's input copies run before its first node, so they land in that node's time.
 
-Plain runs (no callback) and profiled runs alternate, one of each per repeat, on the same graph and
-allocation.
-
-Each repeat is a pair (one plain, one profiled run) taken back to back, in alternating order; the overhead is
-the median of the pairs' ratios, which a slow drift of the machine's load cancels out of.
+Each repeat is a pair of runs on the same graph and allocation, one plain (no callback) and one profiled,
+taken back to back in alternating order; the overhead is the median of the pairs' ratios, which a slow
+drift of the machine's load cancels out of.
 
 Plain (non-scheduler) sessions are profiled through a scheduler of their own over the same backend, on
 the graph the plain allocator already placed: every tensor is pre-allocated, so the scheduler keeps each
@@ -204,13 +202,6 @@ class Measurement:
         return _median(self.pair_ratios) if self.pair_ratios else 0.0
 
 
-def _raise_fused() -> None:
-    try:
-        fused.raise_pending()
-    except RuntimeError as e:
-        raise BackendError(str(e)) from e
-
-
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
 
@@ -258,7 +249,7 @@ class Profiler:
         t0 = time.perf_counter()
         status = self.bs.compute(bg)
         dt = (time.perf_counter() - t0) * 1e3
-        _raise_fused()
+        fused.raise_pending()
         if status != g.GGML_STATUS_SUCCESS:
             raise BackendError(f"graph compute failed on {self.bs.describe()} (status {status})")
         return dt
@@ -290,7 +281,7 @@ class Profiler:
                     status = g.ggml_backend_sched_graph_compute(sched, bg.gf)
                     dt = (time.perf_counter() - t0) * 1e3
                     g.ggml_backend_sched_set_eval_callback(sched, off, None)
-                    _raise_fused()
+                    fused.raise_pending()
                     if status != g.GGML_STATUS_SUCCESS:
                         raise BackendError(f"profiled compute failed on {bs.describe()} (status {status})")
                     return dt

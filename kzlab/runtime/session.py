@@ -182,10 +182,7 @@ class Session:
                 self._abort = True
         if "error" in result:
             raise result["error"]
-        try:
-            fused.raise_pending()
-        except RuntimeError as e:
-            raise BackendError(str(e)) from e
+        fused.raise_pending()
         status = result.get("status")
         if interrupted:
             raise Cancelled("decode interrupted (KeyboardInterrupt); the decoder is ready for the next call")

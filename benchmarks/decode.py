@@ -11,7 +11,7 @@ and point ``--site`` at the site-packages that holds kzlab and ggml-python (appe
 ``.pth`` files, so the PyTorch environment's own packages win)::
 
     /work/venv-bench/bin/python benchmarks/decode.py --site /work/venv0/lib/python3.11/site-packages \\
-        --hf /work/cache/full/hf --f32 /work/cache/full-f32.gguf --f16 /work/cache/full-f16.gguf
+        --hf /work/cache/full/hf --f32 /work/cache/full/full-f32.gguf --f16 /work/cache/full/full-f16.gguf
 
 Without PyTorch (``--no-torch``) the same script compares the kzlab configurations alone.
 """
@@ -103,6 +103,7 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
     ]
     if args.alternatives:
         rows += [
+            ("kzlab resunit=ops (auto)", args.f32, {"lowering": Lowering(resunit="ops"), "backend": "auto"}),
             ("kzlab snake=folded (auto)", args.f32, {"lowering": Lowering(snake="folded"), "backend": "auto"}),
             ("kzlab f16 file (auto)", args.f16, {"lowering": Lowering(), "backend": "auto"}),
             ("kzlab conv_src1=data (auto)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "auto"}),
@@ -157,8 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--site", action="append", default=[], help="extra site-packages (kzlab, ggml) to append")
     p.add_argument("--hf", default="/work/cache/full/hf", help="upstream checkpoint dir (config + safetensors)")
-    p.add_argument("--f32", default="/work/cache/full-f32.gguf", help="the checkpoint converted --outtype f32")
-    p.add_argument("--f16", default="/work/cache/full-f16.gguf", help="the checkpoint converted --outtype f16")
+    p.add_argument("--f32", default="/work/cache/full/full-f32.gguf", help="the checkpoint converted --outtype f32")
+    p.add_argument("--f16", default="/work/cache/full/full-f16.gguf", help="the checkpoint converted --outtype f16")
     p.add_argument("--reference", default=str(HERE.parent / "tests/data/qwen3-tts-12hz-full/reference.npz"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=5, help="timed runs per configuration and case (median)")

@@ -10,7 +10,7 @@
   kept alive) would show. The session caches one graph per distinct chunk length; their count is printed.
   Target: 10 minutes (7500 frames) within 2 GB.
 
-    /work/venv0/bin/python benchmarks/overheads.py --f16 /work/cache/full-f16.gguf --minutes 10
+    /work/venv0/bin/python benchmarks/overheads.py --f16 /work/cache/full/full-f16.gguf --minutes 10
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def bench_long(path: str, minutes: float, backend: str, slices: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--f16", default="/work/cache/full-f16.gguf", help="a full-size F16 GGUF (about 230 MB)")
+    p.add_argument("--f16", default="/work/cache/full/full-f16.gguf", help="a full-size F16 GGUF (about 230 MB)")
     p.add_argument("--backend", default="auto")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--minutes", type=float, default=10.0, help="length of the long chunked decode")

@@ -123,12 +123,20 @@ def test_weights_are_memory_mapped_views():
     assert prepared["dec.2.res.1.conv1.weight"].zero_copy
 
 
-def test_block_paths_name_every_node(ref):
-    with kzlab.load(TINY / "qwentts-tokenizer-f32.gguf") as d:
+@pytest.mark.parametrize("resunit", ["ops", "fused"])
+def test_block_paths_name_every_node(ref, resunit):
+    from kzlab.graph.options import Lowering
+
+    with kzlab.load(TINY / "qwentts-tokenizer-f32.gguf", lowering=Lowering(resunit=resunit)) as d:
         bg = d.session.graph(ref["codes"].shape[1])
         names = [n.contents.name.decode() for n in bg.nodes()]
     assert all(n for n in names)
-    assert any(n.startswith("dec.3.res.1.conv1:") for n in names)
+    if resunit == "ops":
+        assert any(n.startswith("dec.3.res.1.conv1:") for n in names)
+    else:  # one node per unit, named by the unit; its five layers are recorded as fused into it
+        assert "dec.3.res.1:CUSTOM" in names and not any(n.startswith("dec.3.res.1.") for n in names)
+        fused_into = {lay.path: lay.extra.get("fused_into") for lay in bg.layers}
+        assert fused_into["dec.3.res.1.conv1"] == "dec.3.res.1"
     assert any(n.startswith("tfm.blk.1.attn:") for n in names)
     paths = {lay.path for lay in bg.layers}
     layer_of = {n.split(":")[0] for n in names if ":" in n}

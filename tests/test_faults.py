@@ -182,7 +182,7 @@ d.close()
 def test_interrupt_stops_a_long_decode(sched):
     """SIGINT (Jupyter's stop button) during a long ggml compute stops it within seconds, in plain and
     scheduler mode, and the same decoder decodes correctly afterwards (and can be interrupted again)."""
-    p = _child(INTERRUPTED.format(f32=F32, frames=1200, sched=sched))
+    p = _child(INTERRUPTED.format(f32=F32, frames=3600, sched=sched))
     try:
         for attempt in (1, 2):
             seen = _lines_until(p, "DECODING", 120)

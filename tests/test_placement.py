@@ -96,7 +96,11 @@ def test_what_if_path_matches_real_blas(tiny_model):
     must still be the real scheduler's."""
     from kzlab.analysis.placement.validate import compare
 
-    for low in (Lowering(conv="im2col-f32", conv_src1="data"), Lowering(conv="ktap", convt="direct", mm_chunk=1024)):
+    # convt stated: "auto" would be resolved for a device by simulate() and for the CPU by the real scheduler
+    for low in (
+        Lowering(conv="im2col-f32", conv_src1="data", convt="col2im"),
+        Lowering(conv="ktap", convt="direct", mm_chunk=1024),
+    ):
         real = compare(tiny_model, low, ["blas", "cpu"], 3)
         p = simulate(
             tiny_model,

@@ -46,7 +46,7 @@ def machine() -> dict[str, Any]:
     """A short description of this machine (CPU model, cores, OS, Python)."""
     cpu = cpu_name()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    names = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    names = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT")
     threads = {k: os.environ[k] for k in names if k in os.environ}  # thread settings change the timings
     return {
         "cpu": cpu,

@@ -6,8 +6,13 @@ Conventions (one multiply-add = 2 FLOPs):
 - CONV_TRANSPOSE_1D (the direct lowering): 2 * Cin * Cout * K * T_in, the algorithmic count.
 - elementwise ops: one FLOP per output element (SIN, EXP, ... counted as 1: a count of ops, not of cycles).
 - norms / softmax: a few FLOPs per element, stated below.
-- CUSTOM: kzlab's one custom node is the fused SnakeBeta (kzlab.graph.fused), counted as the five
-  pointwise ops it replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded graphs compare.
+- CUSTOM: kzlab's fused nodes (kzlab.graph.fused). The SnakeBeta node counts as the five pointwise ops it
+  replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded graphs compare. The residual-unit node (nine
+  sources, the conv1 weight ne [C, C, K] third) counts its two products, 2 * T * C * C * (K + 1), two snakes
+  (5 per element each) and its bias and residual adds (3 per element). The SnakeBeta + transposed-conv node
+  (five sources, the weight ne [C_out, K, C_in] fourth) counts its product on the input frames,
+  2 * T_in * C_in * K * C_out (the algorithmic count), the snake (5 per input element) and the overlap and
+  bias adds (2 per output element).
 Bytes moved = bytes of every source read once + bytes of the output written once (a lower bound: no
 re-reads through cache misses), the usual roofline convention.
 The layer-level conv convention ("algorithmic" vs "seed" for transposed convs) lives in LayerRecord.
@@ -56,6 +61,10 @@ ELEMENTWISE = {
     "ACC": 1,
     "CUSTOM": 5,
 }
+#: sources of kzlab's fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES)
+UNIT_SOURCES = 9
+#: sources of kzlab's fused SnakeBeta + transposed-conv node (x, alpha, beta, weight, bias)
+CONVT_SOURCES = 5
 #: FLOPs per element of reductions / normalisations
 PER_ELEMENT = {"RMS_NORM": 3, "NORM": 5, "SOFT_MAX": 5, "ROPE": 6, "SUM_ROWS": 1, "MEAN": 1}
 
@@ -87,6 +96,14 @@ def op_flops(op: str, out: TensorInfo, srcs: list[TensorInfo | None], op_params:
         k, cout, cin = srcs[0].ne[0], srcs[0].ne[1], srcs[0].ne[2]
         t_in = srcs[1].ne[0]
         return 2 * cin * cout * k * t_in
+    if base == "CUSTOM" and len(srcs) == UNIT_SOURCES and srcs[3] is not None:
+        c_out, c_in, k = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
+        t = out.n // max(c_out, 1)
+        return 2 * t * c_in * c_out * (k + 1) + (2 * 5 + 3) * out.n
+    if base == "CUSTOM" and len(srcs) == CONVT_SOURCES and srcs[3] is not None and srcs[0] is not None:
+        c_out, k, c_in = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
+        t_in = srcs[0].n // max(c_in, 1)
+        return 2 * t_in * c_in * k * c_out + 5 * srcs[0].n + 2 * out.n
     if base in MOVE_OPS:
         return 0
     if base in ELEMENTWISE:

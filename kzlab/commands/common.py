@@ -14,6 +14,7 @@ from kzlab.graph.options import (
     CONV_SRC1_CHOICES,
     CONVT_CHOICES,
     HELP,
+    RESUNIT_CHOICES,
     SNAKE_CHOICES,
     WTYPE_CHOICES,
     Lowering,
@@ -35,6 +36,7 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
     g.add_argument("--conv-tile", type=int, default=d.conv_tile, metavar="N", help=HELP["conv_tile"])
     g.add_argument("--snake", choices=SNAKE_CHOICES, default=d.snake, help=HELP["snake"])
     g.add_argument("--wtype", choices=WTYPE_CHOICES, default=d.wtype, help=HELP["wtype"])
+    g.add_argument("--resunit", choices=RESUNIT_CHOICES, default=d.resunit, help=HELP["resunit"])
 
 
 def lowering_from(args: argparse.Namespace) -> Lowering:
@@ -46,6 +48,7 @@ def lowering_from(args: argparse.Namespace) -> Lowering:
         conv_tile=args.conv_tile,
         snake=args.snake,
         wtype=args.wtype,
+        resunit=args.resunit,
     )
 
 

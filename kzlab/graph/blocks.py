@@ -11,6 +11,7 @@ import math
 
 from ggml import ggml as g
 
+from kzlab.graph import fused
 from kzlab.graph.builder import Act, GraphBuilder
 from kzlab.model.hparams import HParams
 from kzlab.model.roles import RESIDUAL_DILATIONS
@@ -257,12 +258,38 @@ def upsample(b: GraphBuilder, hp: HParams, x: Act, i: int) -> Act:
         return Act(g.ggml_add(ctx, x.t, h.t), True)
 
 
+def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) -> Act:
+    """The residual unit as one kzlab CPU node (kzlab.graph.fused), named by the unit's path.
+
+    The unit's five logical layers are still recorded (with their MACs, for the conv tables and T-evolution),
+    marked `fused_into` the unit; the node's time and FLOPs belong to the unit's own row."""
+    T = x.T
+    d = {"fused_into": p}
+    subs = [
+        (".act1", "snake", 0, 0, {}),
+        (".conv1", "conv1d", 7, c * c * 7 * T, {"dilation": dilation}),
+        (".act2", "snake", 0, 0, {}),
+        (".conv2", "conv1d", 1, c * c * T, {"dilation": 1}),
+        (".residual", "other", 0, 0, {}),
+    ]
+    with b.layer(p, "residual_unit", c_in=c, c_out=c, t_in=T, t_out=T, extra={"fuses": [p + s[0] for s in subs]}):
+        w = {name: b.w[f"{p}.{name}"] for name in fused.UNIT_SOURCES[1:]}
+        y = Act(fused.residual_unit(b.ctx, x.t, x.cl, w, dilation), True)
+    for suffix, kind, k, macs, extra in subs:
+        info = {"kernel": k, "macs": macs, "macs_seed": macs} if k else {}
+        with b.layer(p + suffix, kind, c_in=c, c_out=c, t_in=T, t_out=T, extra=extra | d, **info):
+            pass
+    return y
+
+
 def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
     p = f"dec.{blk}.res.{j}"
-    fused = b.low.snake == "fused"  # conv1's bias is added inside act2's node
+    if b.low.resunit == "fused":
+        return fused_residual_unit(b, x, p, c, RESIDUAL_DILATIONS[j])
+    fused_snake = b.low.snake == "fused"  # conv1's bias is added inside act2's node
     h = snake_layer(b, x, p + ".act1", out_cl=b.conv_input_cl(7))
-    h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j], bias=not fused)
-    h = snake_layer(b, h, p + ".act2", out_cl=b.conv_input_cl(1), bias=p + ".conv1.bias" if fused else None)
+    h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j], bias=not fused_snake)
+    h = snake_layer(b, h, p + ".act2", out_cl=b.conv_input_cl(1), bias=p + ".conv1.bias" if fused_snake else None)
     h = conv_layer(b, h, p + ".conv2", c, c, 1)
     with b.layer(p + ".residual", "other", c_in=c, c_out=c, t_in=x.T, t_out=x.T):
         if h.cl != x.cl:
@@ -270,11 +297,41 @@ def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
         return Act(g.ggml_add(b.ctx, h.t, x.t), x.cl)
 
 
+def fused_snake_convt(b: GraphBuilder, x: Act, blk: int, cin: int, cout: int, r: int) -> Act:
+    """The block's SnakeBeta and transposed conv as one kzlab CPU node, named by the conv's path (the snake's
+    layer is recorded, marked `fused_into` it)."""
+    T, k = x.T, 2 * r
+    sp, cp = f"dec.{blk}.snake", f"dec.{blk}.convt"
+    with b.layer(sp, "snake", c_in=cin, c_out=cin, t_in=T, t_out=T, extra={"fused_into": cp}):
+        pass
+    macs = cin * cout * k * T
+    with b.layer(
+        cp,
+        "conv_transpose1d",
+        c_in=cin,
+        c_out=cout,
+        kernel=k,
+        t_in=T,
+        t_out=T * r,
+        macs=macs,
+        macs_seed=macs * r,
+        extra={"stride": r, "fuses": [sp]},
+    ):
+        w = b.w
+        y = fused.snake_convt(
+            b.ctx, x.t, x.cl, w[sp + ".alpha"], w[sp + ".beta"], w[cp + ".weight"], w[cp + ".bias"], r
+        )
+        return Act(y, True)
+
+
 def decoder_block(b: GraphBuilder, hp: HParams, x: Act, blk: int) -> Act:
     cin, cout = hp.block_channels(blk)
     r = hp.upsample_rates[blk - 1]
-    x = snake_layer(b, x, f"dec.{blk}.snake", out_cl=b.convt_input_cl())
-    x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r)
+    if b.w.prepared[f"dec.{blk}.convt.weight"].layout == "snake-convt":  # convt="fused" (see weights.py)
+        x = fused_snake_convt(b, x, blk, cin, cout, r)
+    else:
+        x = snake_layer(b, x, f"dec.{blk}.snake", out_cl=b.convt_input_cl())
+        x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r)
     for j in range(len(RESIDUAL_DILATIONS)):
         x = residual_unit(b, x, blk, j, cout)
     return x
@@ -315,7 +372,10 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
     run("decoder.0", lambda x: conv_layer(b, x, "dec.0.conv", L, D, 7))
     for blk in range(1, nb + 1):
         run(f"decoder.{blk}", lambda x, blk=blk: decoder_block(b, hp, x, blk))
-    run(f"decoder.{nb + 1}", lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7)))
+    run(
+        f"decoder.{nb + 1}",
+        lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7, hp.out_channels)),
+    )
     run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
     b.stage = f"decoder.{nb + 2}"
     with b.layer(f"dec.{nb + 2}.clamp", "other", c_in=1, c_out=1, t_in=x.T, t_out=x.T):

@@ -285,16 +285,21 @@ class GraphBuilder:
         return self.add_bias(y, bname) if bname else y
 
     # ---- convolutions -------------------------------------------------------------------------------
-    def conv_input_cl(self, k: int) -> bool:
+    def conv_input_cl(self, k: int, c_out: int = 0) -> bool:
         """Whether the conv1d lowering reads a channels-last input (else channels-first)."""
+        if self.low.conv == "im2col-f32" and self.low.conv_src1 == "kernel" and c_out == 1:
+            return True  # the taps product (see _taps_conv)
         return self.low.conv == "ktap" or (k == 1 and self.low.conv == "im2col-f32")
 
     def convt_input_cl(self) -> bool:
-        return self.low.convt == "col2im"
+        return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks
 
     def conv1d(self, x: Act, wname: str, bname: str | None, dilation: int = 1) -> Act:
         """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says."""
         p = self.w.prepared[wname]
+        if p.layout == "taps":
+            out = self._taps_conv(x, wname, dilation)
+            return self.add_bias(out, bname) if bname else out
         if self.low.conv == "ktap":
             cin, cout, k = p.ne
         else:
@@ -333,6 +338,25 @@ class GraphBuilder:
         else:
             out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
         return self.add_bias(out, bname) if bname else out
+
+    def _taps_conv(self, x: Act, wname: str, dilation: int) -> Act:
+        """A conv with one output channel: one product gives every tap's dot product per frame, P [T, K]
+        (P[k, t] = w_k . x_t), then y[t] = sum_k P[k, t + k*d - pad] is K shifted views added up.
+
+        im2col would write K copies of the input (for the final 96 -> 1 conv, 160 MB at 31 frames) for a
+        product with one output row; here the largest new tensor is P, K floats per frame."""
+        ctx, W = self.ctx, self.w[wname]
+        k = int(W.contents.ne[1])
+        xl = self.as_cl(x)
+        T, pad = xl.T, (k - 1) * dilation
+        P = self.mul_mat(xl.t, W)  # ne [T, K]
+        P = g.ggml_pad_ext(ctx, P, pad, 0, 0, 0, 0, 0, 0, 0)  # causal zeros in front of every tap's row
+        nb1 = int(P.contents.nb[1])
+        acc = None
+        for j in range(k):
+            v = g.ggml_view_2d(ctx, P, T, 1, nb1, j * nb1 + j * dilation * 4)
+            acc = v if acc is None else g.ggml_add(ctx, acc, v)
+        return Act(acc, False)
 
     def _conv_product(self, wname: str, cols) -> Act:
         if self.low.conv_src1 == "data":

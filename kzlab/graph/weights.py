@@ -10,6 +10,7 @@ memory-mapped bytes, with no copy.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,14 @@ QK8_0 = 32
 SNAKE_EPS = 1e-9
 #: snake lowerings that take exp(alpha) and 1/(exp(beta)+eps) precomputed (auto resolves to one of them)
 FOLDED = ("folded", "fused", "auto")
+#: the two convs of a BigVGAN residual unit, which a fused unit reads in its own layout
+RESUNIT_CONV = re.compile(r"^dec\.\d+\.res\.\d+\.conv[12]\.weight$")
+#: the transposed conv of a BigVGAN block, which a fused convt reads in its own layout
+BLOCK_CONVT = re.compile(r"^dec\.\d+\.convt\.weight$")
+#: the largest F32 weight a fused transposed conv takes: each ggml thread runs its own product over its frames
+#: and so streams the whole weight; the first block's (75 MB at full size, 124 frames) is faster as col2im,
+#: whose one BLAS product splits the weight between the threads
+FUSED_CONVT_MAX_BYTES = 32 << 20
 
 
 @dataclass
@@ -37,6 +46,10 @@ class Prepared:
     #: data holds F16 values that the upload widens to F32 on the way into the weight buffer (one pass, no
     #: F32 copy in between: F16 files under F32 lowerings load at about the speed of a plain copy)
     widen: bool = False
+    #: a layout other than the lowering's usual one for this kind of weight ("taps": a conv with one output
+    #: channel as ne [C_in, K], see GraphBuilder.conv1d; "snake-convt": a block's transposed conv for the fused
+    #: node, see blocks.fused_snake_convt)
+    layout: str = ""
 
     @property
     def nbytes(self) -> int:
@@ -117,12 +130,14 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
     if role.endswith(".codebook"):
         t = w.type if w.type in ("F32", "F16", "Q8_0") else "F32"
         return [_matrix(role, w, lambda a: a, (shape[1], shape[0]), t, True)]
+    # a fused residual unit reads folded constants whatever the other snakes use
+    folded = low.snake in FOLDED or (low.resunit == "fused" and ".res." in role)
     if role.endswith("snake.alpha") or role.endswith("act1.alpha") or role.endswith("act2.alpha"):
         a = w.f32()
-        return [Prepared(role, "F32", (shape[0],), np.exp(a) if low.snake in FOLDED else a, role)]
+        return [Prepared(role, "F32", (shape[0],), np.exp(a) if folded else a, role)]
     if role.endswith(".beta"):
         b = w.f32()
-        v = (1.0 / (np.exp(b) + SNAKE_EPS)).astype(np.float32) if low.snake in FOLDED else b
+        v = (1.0 / (np.exp(b) + SNAKE_EPS)).astype(np.float32) if folded else b
         return [Prepared(role, "F32", (shape[0],), v, role)]
     if len(shape) == 1:
         return [Prepared(role, "F32", (shape[0],), np.ascontiguousarray(w.f32()), role)]
@@ -131,6 +146,10 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
         return [Prepared(role, "F32", (C, K), np.ascontiguousarray(w.f32().reshape(C, K).T), role)]
     if role.endswith("convt.weight"):
         return [_prepare_convt(role, w, low)]
+    if low.resunit == "fused" and RESUNIT_CONV.search(role):
+        # the fused residual unit's products read numpy [K, C_in, C_out] F32 matrices: ne [C_out, C_in, K]
+        cout, cin, k = shape
+        return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
     if len(shape) == 3 and role.endswith(".weight"):
         return [_prepare_conv(role, w, low)]
     # linear [out, in] -> ne [in, out]
@@ -141,6 +160,11 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
 
 def _prepare_conv(role: str, w: Weight, low: Lowering) -> Prepared:
     cout, cin, k = w.shape
+    if low.conv == "im2col-f32" and low.conv_src1 == "kernel" and cout == 1 and k > 1:
+        # one output channel (the waveform conv): the activation is src0, the K taps are the 2-D src1, ne [C_in, K]
+        p = _matrix(role, w, lambda a: a[0].T, (cin, k), "F32", False)
+        p.layout = "taps"
+        return p
     if low.conv.startswith("im2col"):
         # ggml's own kernel layout [K, Cin, Cout] seen as a [K*Cin, Cout] matrix: the file's bytes
         if low.conv == "im2col-f16":
@@ -157,6 +181,11 @@ def _prepare_conv(role: str, w: Weight, low: Lowering) -> Prepared:
 
 def _prepare_convt(role: str, w: Weight, low: Lowering) -> Prepared:
     cin, cout, k = w.shape
+    if low.convt == "fused" and BLOCK_CONVT.search(role) and 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES:
+        # the fused node's product reads numpy [C_in, K, C_out] F32: ne [C_out, K, C_in]
+        p = _matrix(role, w, lambda a: a.transpose(0, 2, 1), (cout, k, cin), "F32", False)
+        p.layout = "snake-convt"
+        return p
     if low.convt == "direct":
         # ggml_conv_transpose_1d takes the file layout [K, Cout, Cin] in F16 or F32
         if low.wtype == "f32" or (low.wtype == "native" and w.type == "F32"):

@@ -38,8 +38,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.analysis.flops import VIEW_OPS, TensorInfo, op_bytes, op_flops
-from kzlab.errors import BackendError
-from kzlab.graph import fused
+from kzlab.errors import BackendError, Cancelled
 from kzlab.graph.builder import TYPE_NAMES
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of
 from kzlab.runtime.ffi import tensor_address
@@ -242,14 +241,24 @@ class Profiler:
         cleanup.arr = arr  # keep the handle array alive as long as the scheduler
         return sched, cleanup
 
+    def _timed(self, compute) -> tuple[int, float]:
+        """Run `compute` on the session's compute thread (where decodes run); (status, milliseconds)."""
+
+        def run() -> tuple[int, float]:
+            t0 = time.perf_counter()
+            status = compute()
+            return status, (time.perf_counter() - t0) * 1e3
+
+        (status, dt), interrupted = self.s.on_compute_thread(run)
+        if interrupted:
+            raise Cancelled("profile interrupted (KeyboardInterrupt); the decoder is ready for the next call")
+        return status, dt
+
     def _plain_once(self, bg, inputs) -> float:
         s = self.s
         s.backends.prepare(bg)
         s.set_inputs(bg, inputs)
-        t0 = time.perf_counter()
-        status = self.bs.compute(bg)
-        dt = (time.perf_counter() - t0) * 1e3
-        fused.raise_pending()
+        status, dt = self._timed(lambda: self.bs.compute(bg))
         if status != g.GGML_STATUS_SUCCESS:
             raise BackendError(f"graph compute failed on {self.bs.describe()} (status {status})")
         return dt
@@ -276,12 +285,15 @@ class Profiler:
                 def profiled_once() -> float:
                     g.ggml_backend_sched_set_eval_callback(sched, timer.cfunc, None)
                     s.set_inputs(bg, inputs)
-                    timer.start()
-                    t0 = time.perf_counter()
-                    status = g.ggml_backend_sched_graph_compute(sched, bg.gf)
-                    dt = (time.perf_counter() - t0) * 1e3
-                    g.ggml_backend_sched_set_eval_callback(sched, off, None)
-                    fused.raise_pending()
+
+                    def compute() -> int:
+                        timer.start()  # on the compute thread, right before the graph
+                        return g.ggml_backend_sched_graph_compute(sched, bg.gf)
+
+                    try:
+                        status, dt = self._timed(compute)
+                    finally:
+                        g.ggml_backend_sched_set_eval_callback(sched, off, None)
                     if status != g.GGML_STATUS_SUCCESS:
                         raise BackendError(f"profiled compute failed on {bs.describe()} (status {status})")
                     return dt

@@ -8,7 +8,9 @@ sweep over many inputs of one length pays for allocation once.
 from __future__ import annotations
 
 import ctypes
+import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,14 +49,38 @@ class BuiltGraph:
         return [g.ggml_graph_node(self.gf, i) for i in range(self.n_nodes)]
 
 
+class ComputeThread:
+    """One long-lived daemon thread that runs the functions handed to it, one at a time."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="kzlab-compute", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job()
+
+    def submit(self, job) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        """Let the thread end after the job it runs (a compute cannot be cut short from outside)."""
+        self._jobs.put(None)
+
+
 def resolve_lowering(low: Lowering, backends: BackendSet) -> Lowering:
-    """`low` with its automatic choices made for these backends; a fused snake on a device is refused."""
+    """`low` with its automatic choices made for these backends; a fused node on a device is refused."""
     cpu_only = all(b.name in ("cpu", "blas") for b in backends.backends)
-    if low.snake == "fused" and not cpu_only:
-        raise InvalidOptionError(
-            f"snake='fused' runs on the CPU only (a kzlab node that calls back into Python) and cannot run on "
-            f"{backends.describe()}: use snake='folded' (or 'auto')"
-        )
+    for name, other in (("snake", "folded"), ("resunit", "ops")):
+        if getattr(low, name) == "fused" and not cpu_only:
+            raise InvalidOptionError(
+                f"{name}='fused' runs on the CPU only (a kzlab node that calls back into Python) and cannot run "
+                f"on {backends.describe()}: use {name}='{other}' (or 'auto')"
+            )
     return low.resolved(cpu_only)
 
 
@@ -82,6 +108,7 @@ class Session:
         self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}
         self.weights: WeightTensors | None = None
         self._abort = False
+        self._thread: ComputeThread | None = None
         self._abort_cb = g.ggml_abort_callback(lambda _data: self._abort)
         self.backends.set_abort_callback(self._abort_cb)
 
@@ -152,13 +179,26 @@ class Session:
             g.ggml_backend_tensor_set(t, a.ctypes.data, 0, a.nbytes)
 
     def compute(self, bg: BuiltGraph) -> None:
-        """Run the graph once (inputs already set). KeyboardInterrupt aborts the graph cleanly.
+        """Run the graph once (inputs already set), on the compute thread; KeyboardInterrupt aborts it cleanly."""
+        status, interrupted = self.on_compute_thread(lambda: self.backends.compute(bg))
+        if interrupted:
+            raise Cancelled("decode interrupted (KeyboardInterrupt); the decoder is ready for the next call")
+        if self._abort or status == g.GGML_STATUS_ABORTED:
+            raise Cancelled("decode interrupted")
+        if status != g.GGML_STATUS_SUCCESS:
+            raise BackendError(f"graph compute failed on {self.backends.describe()} (status {status})")
 
-        The ggml call runs in a worker thread: Python delivers SIGINT only to the main thread, between
-        bytecodes, so a main thread blocked in a long ggml_backend_graph_compute would not see Jupyter's
-        stop button until the whole graph finished. The main thread waits in short slices instead, and on
-        KeyboardInterrupt sets the abort flag that ggml's CPU abort callback polls between nodes, then waits
-        for the worker to stop before raising Cancelled (so the next compute starts from a quiet backend).
+    def on_compute_thread(self, fn: Callable[[], Any]) -> tuple[Any, bool]:
+        """Run `fn` (a ggml compute) on the session's compute thread; returns (its result, interrupted).
+
+        Python delivers SIGINT only to the main thread, between bytecodes, so a main thread blocked in a long
+        ggml_backend_graph_compute would not see Jupyter's stop button until the whole graph finished. The
+        main thread waits in short slices instead, and on KeyboardInterrupt sets the abort flag that ggml's
+        CPU abort callback polls between nodes, then waits for the worker to stop (so the next compute starts
+        from a quiet backend). The thread lives as long as the session: OpenMP keeps one pool of worker
+        threads per calling thread, and the fused kernels set numpy's BLAS threads once per thread, so every
+        compute (decodes and the profiler's runs alike) finds the same warm threads. An error a fused kernel
+        recorded is raised here as a BackendError.
         """
         self._abort = False
         result: dict[str, Any] = {}
@@ -166,14 +206,14 @@ class Session:
 
         def work() -> None:
             try:
-                result["status"] = self.backends.compute(bg)
+                result["value"] = fn()
             except BaseException as e:  # handed to the caller's thread
                 result["error"] = e
             finally:
                 done.set()
 
+        self._worker().submit(work)
         interrupted = False
-        threading.Thread(target=work, name="kzlab-compute", daemon=True).start()
         while not done.is_set():
             try:
                 done.wait(0.05)
@@ -182,14 +222,8 @@ class Session:
                 self._abort = True
         if "error" in result:
             raise result["error"]
-        fused.raise_pending()
-        status = result.get("status")
-        if interrupted:
-            raise Cancelled("decode interrupted (KeyboardInterrupt); the decoder is ready for the next call")
-        if self._abort or status == g.GGML_STATUS_ABORTED:
-            raise Cancelled("decode interrupted")
-        if status != g.GGML_STATUS_SUCCESS:
-            raise BackendError(f"graph compute failed on {self.backends.describe()} (status {status})")
+        fused.after_compute()
+        return result.get("value"), interrupted
 
     def read(self, a: Act) -> np.ndarray:
         """An activation as a torch-order [C, T] float32 array."""
@@ -211,12 +245,20 @@ class Session:
                 return {k: self.read(a) for k, a in bg.outputs.items()}
             return {"wav": self.read(bg.outputs["wav"])}
 
+    def _worker(self) -> ComputeThread:
+        if self._thread is None:
+            self._thread = ComputeThread()
+        return self._thread
+
     def cancel(self) -> None:
         """Ask a running compute to stop at the next node boundary (thread-safe)."""
         self._abort = True
 
     def close(self) -> None:
         with self._lock:
+            if self._thread is not None:
+                self._thread.stop()
+                self._thread = None
             self.release_graphs()
             if self.weights is not None:
                 self.weights.free()

@@ -1,0 +1,181 @@
+"""kzlab's fused residual-unit node: the tile kernel against a plain numpy unit, the option's resolution, and
+decodes through ggml on the CPU backends with one and two threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TINY, snr_db
+
+from kzlab.errors import BackendError, InvalidOptionError
+from kzlab.graph import fused
+from kzlab.graph.options import NAIVE, Lowering
+from kzlab.model.weights import load_model
+from kzlab.runtime.rpc import rpc_server
+from kzlab.runtime.session import Session
+
+FRAMES = 6
+SAMPLES = FRAMES * 1920
+
+
+def reference_unit(x: np.ndarray, p: dict[str, np.ndarray], dilation: int) -> np.ndarray:
+    """The residual unit written the obvious way: [T, C] in and out, float64, whole tensors."""
+    x = x.astype(np.float64)
+
+    def snake(h, a, inv_b):
+        return h + inv_b * np.sin(h * a) ** 2
+
+    W1, W2 = p["conv1.weight"].astype(np.float64), p["conv2.weight"].astype(np.float64)
+    K = W1.shape[0]
+    s = snake(x, p["act1.alpha"], p["act1.beta"])
+    pad = (K - 1) * dilation
+    sp = np.concatenate([np.zeros((pad, s.shape[1])), s])
+    h = sum(sp[k * dilation : k * dilation + len(x)] @ W1[k] for k in range(K)) + p["conv1.bias"]
+    h = snake(h, p["act2.alpha"], p["act2.beta"])
+    return x + h @ W2 + p["conv2.bias"]
+
+
+def unit_params(C: int, K: int, rng) -> dict[str, np.ndarray]:
+    f = np.float32
+    return {
+        "act1.alpha": rng.uniform(0.5, 2, C).astype(f),
+        "act1.beta": rng.uniform(0.5, 2, C).astype(f),
+        "conv1.weight": (rng.standard_normal((K, C, C)) / np.sqrt(K * C)).astype(f),
+        "conv1.bias": rng.standard_normal(C).astype(f) * 0.1,
+        "act2.alpha": rng.uniform(0.5, 2, C).astype(f),
+        "act2.beta": rng.uniform(0.5, 2, C).astype(f),
+        "conv2.weight": (rng.standard_normal((C, C)) / np.sqrt(C)).astype(f),
+        "conv2.bias": rng.standard_normal(C).astype(f) * 0.1,
+    }
+
+
+@pytest.mark.parametrize("dilation", [1, 3, 9])
+@pytest.mark.parametrize("tile", [5, 64, 1000])
+def test_unit_tiles_match_the_plain_unit(dilation, tile):
+    """Tiles shorter than the receptive field, ranges that start mid-signal (a second thread's share), and a
+    channels-first input (a strided view) all give the whole-tensor result."""
+    rng = np.random.default_rng(dilation * 100 + tile)
+    T, C, K = 157, 12, 7
+    p = unit_params(C, K, rng)
+    x = rng.standard_normal((T, C)).astype(np.float32)
+    want = reference_unit(x, p, dilation)
+    y = np.full((T, C), np.nan, np.float32)
+    fused.unit_rows(x, y, p, dilation, 0, 70, tile)
+    fused.unit_rows(x, y, p, dilation, 70, T, tile)
+    assert np.abs(y - want).max() < 1e-4
+    x_cf = np.ascontiguousarray(x.T)  # channels-first memory seen as [T, C]
+    y2 = np.empty_like(y)
+    fused.unit_rows(x_cf.T, y2, p, dilation, 0, T, tile)
+    assert np.array_equal(y, y2)
+
+
+def test_unit_tile_rows_bounds():
+    assert fused.unit_tile_rows(96) == fused.UNIT_TILE_BYTES // (4 * 96)
+    assert fused.unit_tile_rows(1) == fused.UNIT_MAX_ROWS
+    assert fused.unit_tile_rows(100000) == fused.UNIT_MIN_ROWS
+
+
+def test_auto_fuses_only_what_the_other_options_leave_alone():
+    assert Lowering().resolved(cpu_only=True).resunit == "fused"
+    assert Lowering().resolved(cpu_only=False).resunit == "ops"
+    for changed in (
+        Lowering(conv="ktap"),
+        Lowering(conv_src1="data"),
+        Lowering(mm_chunk=64),
+        Lowering(snake="folded"),
+        Lowering(wtype="f16"),
+        NAIVE,
+    ):
+        assert changed.resolved(cpu_only=True).resunit == "ops", changed
+    assert Lowering().resolved(cpu_only=True).convt == "fused"
+    assert Lowering().resolved(cpu_only=False).convt == "col2im"
+    assert Lowering(mm_chunk=64).resolved(cpu_only=True).convt == "col2im"
+    assert NAIVE.resolved(cpu_only=True).convt == "direct"
+    with pytest.raises(InvalidOptionError, match="folded"):
+        Lowering(convt="fused", snake="raw")
+    # asked for explicitly, it overrides the conv and snake options inside the units
+    assert Lowering(resunit="fused", conv="ktap").resolved(cpu_only=True).resunit == "fused"
+    with pytest.raises(InvalidOptionError, match="resunit"):
+        Lowering(resunit="yes")
+
+
+@pytest.mark.parametrize("stride", [2, 3])
+@pytest.mark.parametrize("tile", [1, 4, 100])
+def test_snake_convt_tiles_match_the_plain_transposed_conv(stride, tile):
+    """SnakeBeta then a causal ConvTranspose1d (kernel 2 x stride, output trimmed to T x stride), written as a
+    scatter of every input frame's contribution, against the tiles (a second range starting mid-signal)."""
+    rng = np.random.default_rng(stride * 10 + tile)
+    T, c_in, c_out, k = 23, 6, 5, 2 * stride
+    p = {
+        "alpha": rng.uniform(0.5, 2, c_in).astype(np.float32),
+        "beta": rng.uniform(0.5, 2, c_in).astype(np.float32),
+        "weight": rng.standard_normal((c_in, k, c_out)).astype(np.float32),
+        "bias": rng.standard_normal(c_out).astype(np.float32),
+    }
+    x = rng.standard_normal((T, c_in)).astype(np.float32)
+    s = x.astype(np.float64) + p["beta"] * np.sin(x.astype(np.float64) * p["alpha"]) ** 2
+    full = np.zeros(((T - 1) * stride + k, c_out))
+    for t in range(T):
+        full[t * stride : t * stride + k] += np.einsum("c,cko->ko", s[t], p["weight"])
+    want = full[: T * stride] + p["bias"]
+    y = np.full((T * stride, c_out), np.nan, np.float32)
+    fused.convt_rows(x, y, p, stride, 0, 9, tile)
+    fused.convt_rows(np.ascontiguousarray(x.T).T, y, p, stride, 9, T, tile)
+    assert np.abs(y - want).max() < 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model(TINY / "qwentts-tokenizer-f32.gguf")
+
+
+@pytest.fixture(scope="module")
+def codes(ref):
+    return np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "blas", ["blas", "cpu"]], ids=["cpu", "blas", "sched-blas-cpu"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_units_decode_like_upstream(tiny, codes, ref, backend, threads):
+    lowerings = [Lowering(), Lowering(resunit="fused", snake="raw", conv="ktap", convt="direct")]
+    for low in lowerings:
+        with Session(tiny, low, backend=backend, threads=threads) as s:
+            assert s.lowering.resunit == "fused" and s.lowering.convt == ("fused" if low == Lowering() else "direct")
+            wav = s.run(FRAMES, {"codes": codes})["wav"][0]
+        assert snr_db(wav, ref["wav"][:SAMPLES]) >= 70, low.label()
+
+
+def test_fused_units_refused_on_rpc_and_auto_uses_ops(tiny):
+    with rpc_server(threads=1) as srv:
+        with pytest.raises(InvalidOptionError, match="resunit='fused'"):
+            Session(tiny, Lowering(resunit="fused"), backend=[srv.address, "cpu"], threads=1)
+        with Session(tiny, Lowering(), backend=srv.address, threads=1) as s:
+            assert s.lowering.resunit == "ops"
+
+
+def test_an_error_in_the_unit_kernel_is_raised_and_the_session_survives(tiny, codes, monkeypatch):
+    def broken(*_a, **_k):
+        raise ValueError("unit boom")
+
+    with Session(tiny, Lowering(), backend="cpu", threads=2) as s:
+        good = s.run(FRAMES, {"codes": codes})["wav"][0]
+        monkeypatch.setattr(fused, "unit_rows", broken)
+        with pytest.raises(BackendError, match="unit boom"):
+            s.run(FRAMES, {"codes": codes})
+        monkeypatch.undo()
+        assert np.array_equal(s.run(FRAMES, {"codes": codes})["wav"][0], good)
+
+
+def test_numpy_blas_threads_of_the_caller_are_left_as_they_were(tiny, codes):
+    """The kernels hold numpy's BLAS to one thread in ggml's threads only; the user's thread keeps its setting,
+    whether the decode runs on the session's compute thread or a profile does."""
+    libs = fused._numpy_blas_libs()
+    if not libs:
+        pytest.skip("threadpoolctl does not see numpy's BLAS here")
+    import kzlab
+
+    before = [c.get_num_threads() for c in libs]
+    with kzlab.load(TINY / "qwentts-tokenizer-f32.gguf", backend="cpu", threads=2) as d:
+        d.decode(codes)
+        kzlab.profile(d, codes=codes, repeat=1, warmup=0, peak=False)
+    assert [c.get_num_threads() for c in libs] == before

@@ -12,10 +12,6 @@ import os as _os
 # here (benchmarks/decode.py). libgomp reads this when ggml is first loaded, so it is set before that; a value
 # the user set wins, and it has no effect when ggml was imported before kzlab.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# The same for OpenBLAS's own worker threads (the BLAS backend's products): after each call they spin for
-# about 2^28 cycles before sleeping, on the cores the next CPU split (ggml's threads, kzlab's fused nodes)
-# needs. 2^4 cycles puts them to sleep at once: the default decode became about 20 % faster here.
-_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from kzlab.decoder import DecodeOutput, Decoder, load
 from kzlab.errors import (

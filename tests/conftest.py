@@ -30,6 +30,25 @@ def ref():
     return dict(np.load(TINY / "reference.npz"))
 
 
+#: frames the backend and lowering tests decode (the decoder is causal: they match the reference's first samples)
+FRAMES = 6
+SAMPLES = FRAMES * 1920
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """The tiny F32 decoder, loaded once."""
+    from kzlab.model.weights import load_model
+
+    return load_model(TINY / "qwentts-tokenizer-f32.gguf")
+
+
+@pytest.fixture(scope="session")
+def codes(ref):
+    """The reference codes' first FRAMES frames, as the graph's int32 input."""
+    return np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
+
+
 @pytest.fixture(scope="session")
 def full_ref():
     return dict(np.load(FULL / "reference.npz"))

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY, snr_db
+from conftest import FRAMES, SAMPLES, TINY, snr_db
 
 from kzlab.errors import BackendError, InvalidOptionError
 from kzlab.graph import fused
 from kzlab.graph.options import NAIVE, Lowering
-from kzlab.model.weights import load_model
 from kzlab.runtime.rpc import rpc_server
 from kzlab.runtime.session import Session
-
-FRAMES = 6
-SAMPLES = FRAMES * 1920
 
 
 def reference_unit(x: np.ndarray, p: dict[str, np.ndarray], dilation: int) -> np.ndarray:
@@ -122,16 +118,6 @@ def test_snake_convt_tiles_match_the_plain_transposed_conv(stride, tile):
     fused.convt_rows(x, y, p, stride, 0, 9, tile)
     fused.convt_rows(np.ascontiguousarray(x.T).T, y, p, stride, 9, T, tile)
     assert np.abs(y - want).max() < 1e-4
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_model(TINY / "qwentts-tokenizer-f32.gguf")
-
-
-@pytest.fixture(scope="module")
-def codes(ref):
-    return np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "blas", ["blas", "cpu"]], ids=["cpu", "blas", "sched-blas-cpu"])

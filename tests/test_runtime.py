@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY, snr_db
+from conftest import FRAMES, SAMPLES, snr_db
 
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
-from kzlab.model.weights import load_model
 from kzlab.runtime.backends import available_backends, open_backends, parse_rpc
 from kzlab.runtime.rpc import rpc_server
 from kzlab.runtime.session import Session
-
-FRAMES = 6
-SAMPLES = FRAMES * 1920
 
 #: (lowering, SNR bound in dB vs the upstream reference); every option value appears at least once
 #: (snake="fused" in FUSED: it runs on CPU backends only; the default "auto" is fused there, folded on RPC)
@@ -50,16 +46,6 @@ def server():
     with rpc_server(threads=1) as srv:
         yield srv
     assert srv.proc.poll() is not None  # the server is stopped on exit
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_model(TINY / "qwentts-tokenizer-f32.gguf")
-
-
-@pytest.fixture(scope="module")
-def codes(ref):
-    return np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
 
 
 def backend_spec(name: str, server) -> str | list[str]:

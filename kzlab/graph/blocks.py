@@ -116,10 +116,10 @@ def conv_layer(
         return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation)
 
 
-def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int) -> Act:
-    T = x.T
+def convt_record(b: GraphBuilder, path: str, c_in: int, c_out: int, k: int, T: int, stride: int, **extra):
+    """The layer context of a transposed conv (MACs on its input frames and, as "seed", on its output)."""
     macs = c_in * c_out * k * T
-    with b.layer(
+    return b.layer(
         path,
         "conv_transpose1d",
         c_in=c_in,
@@ -128,9 +128,13 @@ def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: in
         t_in=T,
         t_out=T * stride,
         macs=macs,
-        macs_seed=c_in * c_out * k * T * stride,
-        extra={"stride": stride},
-    ):
+        macs_seed=macs * stride,
+        extra={"stride": stride, **extra},
+    )
+
+
+def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int) -> Act:
+    with convt_record(b, path, c_in, c_out, k, x.T, stride):
         return b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
 
 
@@ -304,19 +308,7 @@ def fused_snake_convt(b: GraphBuilder, x: Act, blk: int, cin: int, cout: int, r:
     sp, cp = f"dec.{blk}.snake", f"dec.{blk}.convt"
     with b.layer(sp, "snake", c_in=cin, c_out=cin, t_in=T, t_out=T, extra={"fused_into": cp}):
         pass
-    macs = cin * cout * k * T
-    with b.layer(
-        cp,
-        "conv_transpose1d",
-        c_in=cin,
-        c_out=cout,
-        kernel=k,
-        t_in=T,
-        t_out=T * r,
-        macs=macs,
-        macs_seed=macs * r,
-        extra={"stride": r, "fuses": [sp]},
-    ):
+    with convt_record(b, cp, cin, cout, k, T, r, fuses=[sp]):
         w = b.w
         y = fused.snake_convt(
             b.ctx, x.t, x.cl, w[sp + ".alpha"], w[sp + ".beta"], w[cp + ".weight"], w[cp + ".bias"], r

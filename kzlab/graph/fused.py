@@ -189,36 +189,42 @@ def unit_rows(
         np.add(tm, x[s : s + n], out=out)
 
 
-_UNIT_DILATION_SHIFT = 8
+#: userdata bits above the flags: the unit's dilation, the transposed conv's stride
+_PARAM_SHIFT = 8
+
+
+def _rows_view(d, flags: int) -> tuple[np.ndarray, int, int]:
+    """The node's activation (source 0) as a [T, C] numpy view whatever its memory order; (x, C, T)."""
+    src = d.src[0].contents
+    if flags & IN_CL:
+        C, T = int(src.ne[0]), int(src.ne[1])
+        return _array(d.src[0], (T, C)), C, T
+    C, T = int(src.ne[1]), int(src.ne[0])
+    return _array(d.src[0], (C, T)).T, C, T
+
+
+def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
+    """This thread's share of whole tiles of [0, T), handed to `rows(start, end)` with numpy's BLAS on one
+    thread (each ggml thread runs its own products)."""
+    n_tiles = -(-T // tile)
+    a, b = n_tiles * ith // nth, n_tiles * (ith + 1) // nth
+    if a < b:
+        _blas_one_thread()
+        rows(a * tile, min(T, b * tile))
 
 
 def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
     try:
         flags = int(userdata or 0)
-        dilation = flags >> _UNIT_DILATION_SHIFT
         d = dst.contents
-        src = d.src[0].contents
-        in_cl = bool(flags & IN_CL)
-        C, T = (int(src.ne[0]), int(src.ne[1])) if in_cl else (int(src.ne[1]), int(src.ne[0]))
-        x = _array(d.src[0], (T, C)) if in_cl else _array(d.src[0], (C, T)).T
+        x, C, T = _rows_view(d, flags)
         y = _array(dst, (T, C))  # the node always writes channels-last
         K = int(d.src[3].contents.ne[2])
-        p = {
-            "act1.alpha": _array(d.src[1], (C,)),
-            "act1.beta": _array(d.src[2], (C,)),
-            "conv1.weight": _array(d.src[3], (K, C, C)),
-            "conv1.bias": _array(d.src[4], (C,)),
-            "act2.alpha": _array(d.src[5], (C,)),
-            "act2.beta": _array(d.src[6], (C,)),
-            "conv2.weight": _array(d.src[7], (C, C)),
-            "conv2.bias": _array(d.src[8], (C,)),
-        }
+        shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
+        names = UNIT_SOURCES[1:]
+        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
         tile = unit_tile_rows(C)
-        n_tiles = -(-T // tile)
-        a, b = n_tiles * ith // nth, n_tiles * (ith + 1) // nth
-        if a < b:
-            _blas_one_thread()
-            unit_rows(x, y, p, dilation, a * tile, min(T, b * tile), tile)
+        _share(ith, nth, T, tile, lambda a, b: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, tile))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)
@@ -237,7 +243,7 @@ def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int):
     srcs = [x] + [w[k] for k in UNIT_SOURCES[1:]]
     args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
     C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
-    flags = (IN_CL if in_cl else 0) | OUT_CL | (dilation << _UNIT_DILATION_SHIFT)
+    flags = (IN_CL if in_cl else 0) | OUT_CL | (dilation << _PARAM_SHIFT)
     return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _UNIT_CB, -1, flags)
 
 
@@ -284,27 +290,16 @@ def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: i
 def _convt_kernel(dst, ith: int, nth: int, userdata) -> None:
     try:
         flags = int(userdata or 0)
-        stride = flags >> _UNIT_DILATION_SHIFT
+        stride = flags >> _PARAM_SHIFT
         d = dst.contents
-        src = d.src[0].contents
-        in_cl = bool(flags & IN_CL)
-        C, T = (int(src.ne[0]), int(src.ne[1])) if in_cl else (int(src.ne[1]), int(src.ne[0]))
-        x = _array(d.src[0], (T, C)) if in_cl else _array(d.src[0], (C, T)).T
+        x, C, T = _rows_view(d, flags)
         w = d.src[3].contents
         c_out, k = int(w.ne[0]), int(w.ne[1])
         y = _array(dst, (T * stride, c_out))
-        p = {
-            "alpha": _array(d.src[1], (C,)),
-            "beta": _array(d.src[2], (C,)),
-            "weight": _array(d.src[3], (C, k, c_out)),
-            "bias": _array(d.src[4], (c_out,)),
-        }
+        shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
+        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
         tile = convt_tile_rows(k, c_out)
-        n_tiles = -(-T // tile)
-        a, b = n_tiles * ith // nth, n_tiles * (ith + 1) // nth
-        if a < b:
-            _blas_one_thread()
-            convt_rows(x, y, p, stride, a * tile, min(T, b * tile), tile)
+        _share(ith, nth, T, tile, lambda a, b: convt_rows(x, y, p, stride, a, b, tile))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)
@@ -324,7 +319,7 @@ def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int)
     args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
     T = int(x.contents.ne[1]) if in_cl else int(x.contents.ne[0])
     c_out = int(weight.contents.ne[0])
-    flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _UNIT_DILATION_SHIFT)
+    flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _PARAM_SHIFT)
     return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, c_out, T * stride, 1, 1, args, len(srcs), _CONVT_CB, -1, flags)
 
 

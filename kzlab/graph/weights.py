@@ -113,6 +113,10 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
         # a new layout in the stored type: move the stored values, no float32 round trip
         vals = np.asarray(w.data).reshape(w.shape)
         return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role)
+    if type_name == "F32" and w.type == "F16":
+        # moved as F16 (half the bytes), widened on the way into the weight buffer
+        vals = np.asarray(w.data).reshape(w.shape)
+        return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role, widen=True)
     return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
 
 

@@ -63,6 +63,7 @@ class ComputeThread:
             if job is None:
                 return
             job()
+            del job  # a finished job must not keep its session (and so this thread) alive while idle
 
     def submit(self, job) -> None:
         self._jobs.put(job)

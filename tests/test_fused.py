@@ -135,6 +135,8 @@ def test_fused_units_refused_on_rpc_and_auto_uses_ops(tiny):
     with rpc_server(threads=1) as srv:
         with pytest.raises(InvalidOptionError, match="resunit='fused'"):
             Session(tiny, Lowering(resunit="fused"), backend=[srv.address, "cpu"], threads=1)
+        with pytest.raises(InvalidOptionError, match="convt='fused'"):
+            Session(tiny, Lowering(convt="fused"), backend=srv.address, threads=1)
         with Session(tiny, Lowering(), backend=srv.address, threads=1) as s:
             assert s.lowering.resunit == "ops"
 

@@ -76,7 +76,7 @@ class ComputeThread:
 def resolve_lowering(low: Lowering, backends: BackendSet) -> Lowering:
     """`low` with its automatic choices made for these backends; a fused node on a device is refused."""
     cpu_only = all(b.name in ("cpu", "blas") for b in backends.backends)
-    for name, other in (("snake", "folded"), ("resunit", "ops")):
+    for name, other in (("snake", "folded"), ("resunit", "ops"), ("convt", "col2im")):
         if getattr(low, name) == "fused" and not cpu_only:
             raise InvalidOptionError(
                 f"{name}='fused' runs on the CPU only (a kzlab node that calls back into Python) and cannot run "

@@ -109,14 +109,12 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
         return Prepared(name, type_name, ne, w.data, w.role, zero_copy=True)
     if identity and type_name == "F32" and w.type == "F16":
         return Prepared(name, type_name, ne, w.data, w.role, widen=True)
-    if type_name == w.type and w.type in ("F16", "F32"):
-        # a new layout in the stored type: move the stored values, no float32 round trip
+    if w.type in ("F16", "F32") and type_name in (w.type, "F32"):
+        # a new layout in the stored type: move the stored values, no float32 round trip; F16 for an F32
+        # lowering is moved as F16 (half the bytes) and widened on the way into the weight buffer
         vals = np.asarray(w.data).reshape(w.shape)
-        return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role)
-    if type_name == "F32" and w.type == "F16":
-        # moved as F16 (half the bytes), widened on the way into the weight buffer
-        vals = np.asarray(w.data).reshape(w.shape)
-        return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role, widen=True)
+        widen = type_name != w.type
+        return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role, widen=widen)
     return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
 
 

@@ -144,7 +144,7 @@ def cases(args: argparse.Namespace, seed_codes: np.ndarray) -> dict[str, np.ndar
     if "seed" in args.cases:
         out[f"seed ({seed_codes.shape[1]} frames)"] = seed_codes
     if "30s" in args.cases:
-        from kzlab.model.weights import load_model
+        from kzlab.loader import load_model
 
         hp = load_model(args.f32).hparams
         limits = [hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1)

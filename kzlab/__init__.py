@@ -1,8 +1,10 @@
-"""kzlab: a workbench for running neural audio decoders (Qwen3-TTS 12 Hz codec) with ggml, in notebooks."""
+"""kzlab: a workbench for running neural audio decoders (Qwen3-TTS 12 Hz codec) with ggml, in notebooks.
+
+This module is the facade: the public names, imported from the layers below (ARCHITECTURE.md). Nothing inside
+kzlab imports it.
+"""
 
 from __future__ import annotations
-
-__version__ = "0.1.0"
 
 import os as _os
 
@@ -13,7 +15,6 @@ import os as _os
 # the user set wins, and it has no effect when ggml was imported before kzlab.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from kzlab.decoder import DecodeOutput, Decoder, load
 from kzlab.errors import (
     BackendError,
     Cancelled,
@@ -24,16 +25,22 @@ from kzlab.errors import (
     LayoutError,
     ResourceError,
 )
-from kzlab.graph.options import Lowering
-from kzlab.model.weights import load_model
+from kzlab.graph.options import NAIVE, Lowering, LoweringPlan
+from kzlab.loader import load_model
+from kzlab.runtime.decoder import DecodeOutput, Decoder, load
+from kzlab.runtime.spec import BackendSpec, ResolvedBackends
+from kzlab.version import __version__
 
 #: public names that live in heavier modules, imported on first use (keeps `import kzlab` fast)
 _LAZY = {
-    "profile": "kzlab.analysis.api",
-    "Profile": "kzlab.analysis.api",
-    "simulate": "kzlab.analysis.placement.api",
-    "Placement": "kzlab.analysis.placement.api",
+    "profile": "kzlab.analysis.profile",
+    "Profile": "kzlab.analysis.profile",
+    "simulate": "kzlab.analysis.placement.simulate",
+    "Placement": "kzlab.analysis.placement.simulate",
+    "Capabilities": "kzlab.analysis.placement.capabilities",
     "Workbench": "kzlab.ui.workbench",
+    "random_codes": "kzlab.codes",
+    "load_codes": "kzlab.codes",
     "audio_to_latent": "kzlab.formats.known_answer",
     "report": "kzlab.report",
     "plots": "kzlab.plots",
@@ -48,11 +55,15 @@ def __getattr__(name: str):
     import importlib
 
     m = importlib.import_module(mod)
-    return m if mod.endswith("." + name) else getattr(m, name)
+    # a function or class of that module (kzlab.profile is the function in kzlab.analysis.profile), else the
+    # module itself (kzlab.plots)
+    return getattr(m, name) if hasattr(m, name) else m
 
 
 __all__ = [
+    "NAIVE",
     "BackendError",
+    "BackendSpec",
     "Cancelled",
     "DecodeOutput",
     "Decoder",
@@ -62,6 +73,8 @@ __all__ = [
     "KzlabError",
     "LayoutError",
     "Lowering",
+    "LoweringPlan",
+    "ResolvedBackends",
     "ResourceError",
     "__version__",
     "load",

@@ -16,7 +16,7 @@ COMMANDS = ["info", "decode", "convert", "synth", "profile", "simulate", "report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kzlab import __version__
+    from kzlab.version import __version__
 
     p = argparse.ArgumentParser(
         prog="kzlab", description="Run, profile and inspect Qwen3-TTS 12 Hz decoders with ggml."

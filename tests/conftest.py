@@ -38,7 +38,7 @@ SAMPLES = FRAMES * 1920
 @pytest.fixture(scope="session")
 def tiny():
     """The tiny F32 decoder, loaded once."""
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     return load_model(TINY / "qwentts-tokenizer-f32.gguf")
 
@@ -62,7 +62,7 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def converted(workdir):
     """`kzlab convert` of the tiny HF checkpoint, per outtype."""
-    from kzlab.formats.convert import convert
+    from kzlab.app.convert import convert
 
     out = {}
     for t in ("f32", "f16", "q8_0"):

@@ -35,7 +35,7 @@ class GGUF:
 
     @classmethod
     def read(cls, path: str | Path) -> GGUF:
-        from kzlab.validate import prescan_gguf
+        from kzlab.formats.prescan import prescan_gguf
 
         h = prescan_gguf(path)
         buf = Path(path).read_bytes()
@@ -195,7 +195,7 @@ def run_one(case: dict) -> None:
 
 def _load_and_decode(case: dict) -> None:
     import kzlab
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     model = load_model(case["path"], **case.get("load", {}))
     if "decode" not in case and "decoder" not in case:

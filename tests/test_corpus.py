@@ -15,7 +15,7 @@ from fuzz_driver import GGUF, run_cases
 
 import kzlab
 from kzlab.formats.layout import get_layout
-from kzlab.validate import prescan_gguf
+from kzlab.formats.prescan import prescan_gguf
 
 F32 = TINY / "qwentts-tokenizer-f32.gguf"
 F16 = TINY / "crispasr-tokenizer-f16.gguf"
@@ -388,7 +388,7 @@ def test_reading_never_modifies_files(tmp_path):
     """Loading opens files read-only: bytes and modification time stay as they were."""
     import shutil
 
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     p = shutil.copy(F32, tmp_path / "ro.gguf")
     os.utime(p, (1_000_000_000, 1_000_000_000))
@@ -411,7 +411,7 @@ def test_reading_never_modifies_files(tmp_path):
 
 def test_budget_estimate_is_the_allocation():
     """The estimate that guards allocation is the size ggml's allocator then really allocates."""
-    from kzlab.validate import estimate_compute_bytes, memory_budget, parse_budget
+    from kzlab.runtime.budget import estimate_compute_bytes, memory_budget, parse_budget
 
     with kzlab.load(F32, backend="cpu", threads=1) as d:  # the plain allocator (the scheduler splits it)
         for frames in (1, 7, 40):
@@ -423,7 +423,7 @@ def test_budget_estimate_is_the_allocation():
 
 def test_stage_outputs_are_kept_only_when_read():
     """A plain decode lets the allocator reuse every stage's memory; intermediates=True keeps them all."""
-    from kzlab.validate import estimate_compute_bytes
+    from kzlab.runtime.budget import estimate_compute_bytes
 
     with kzlab.load(F32, backend="cpu", threads=1) as d:
         lean = estimate_compute_bytes(d.session, 40)
@@ -431,6 +431,8 @@ def test_stage_outputs_are_kept_only_when_read():
         assert lean < keep
         codes = np.zeros((d.hparams.num_quantizers, 40), dtype=np.int32)
         out = d.decode(codes, intermediates=True)
-        assert np.array_equal(out.wav, d.decode(codes))
+        # the same ops on one thread; only the memory layout of the two graphs differs
+        plain = d.decode(codes)
+        assert np.abs(out.wav - plain).max() <= 1e-6 * max(1e-3, float(np.abs(plain).max()))
         assert {"decoder.1", "pre_transformer"} <= set(out.stages)
         assert {k for k in d.session._graphs} == {("quantizer", 40, True), ("quantizer", 40, False)}

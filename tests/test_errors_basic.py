@@ -9,7 +9,7 @@ from gguf import GGUFReader, GGUFWriter
 
 import kzlab
 from kzlab.errors import InvalidInputError, InvalidModelError, LayoutError
-from kzlab.model.weights import load_model
+from kzlab.loader import load_model
 
 
 def rewrite(src, dst, drop=(), reshape=None):

@@ -58,11 +58,15 @@ def test_unit_tiles_match_the_plain_unit(dilation, tile):
     y = np.full((T, C), np.nan, np.float32)
     fused.unit_rows(x, y, p, dilation, 0, 70, tile)
     fused.unit_rows(x, y, p, dilation, 70, T, tile)
-    assert np.abs(y - want).max() < 1e-4
+    # float32 sums of K x C (conv1) then C (conv2) terms against float64: each product term carries at most a
+    # few roundings, so |error| <= n_terms x eps32 x (the size of the terms), with a factor 4 of room
+    tol = 4 * (K * C + C) * np.finfo(np.float32).eps * float(np.abs(want).max())
+    assert np.abs(y - want).max() < tol
     x_cf = np.ascontiguousarray(x.T)  # channels-first memory seen as [T, C]
     y2 = np.empty_like(y)
     fused.unit_rows(x_cf.T, y2, p, dilation, 0, T, tile)
-    assert np.array_equal(y, y2)
+    # the other memory order takes other BLAS kernels (another summation order): equal within the same bound
+    assert np.abs(y2 - want).max() < tol
 
 
 def test_unit_tile_rows_bounds():
@@ -147,7 +151,7 @@ def test_an_error_in_the_unit_kernel_is_raised_and_the_session_survives(tiny, co
 
     with Session(tiny, Lowering(), backend="cpu", threads=2) as s:
         good = s.run(FRAMES, {"codes": codes})["wav"][0]
-        monkeypatch.setattr(fused, "unit_rows", broken)
+        monkeypatch.setattr(fused.nodes, "unit_rows", broken)  # the name the node's callback calls
         with pytest.raises(BackendError, match="unit boom"):
             s.run(FRAMES, {"codes": codes})
         monkeypatch.undo()
@@ -157,7 +161,7 @@ def test_an_error_in_the_unit_kernel_is_raised_and_the_session_survives(tiny, co
 def test_numpy_blas_threads_of_the_caller_are_left_as_they_were(tiny, codes):
     """The kernels hold numpy's BLAS to one thread in ggml's threads only; the user's thread keeps its setting,
     whether the decode runs on the session's compute thread or a profile does."""
-    libs = fused._numpy_blas_libs()
+    libs = fused.threads._numpy_blas_libs()
     if not libs:
         pytest.skip("threadpoolctl does not see numpy's BLAS here")
     import kzlab

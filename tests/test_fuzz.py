@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kzlab.errors import InvalidModelError
-from kzlab.validate import prescan_gguf
+from kzlab.formats.prescan import prescan_gguf
 
 BASES = [TINY / "qwentts-tokenizer-f32.gguf", TINY / "crispasr-tokenizer-f16.gguf"]
 N_CASES = int(os.environ.get("KZLAB_FUZZ_CASES", "300"))

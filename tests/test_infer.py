@@ -21,7 +21,7 @@ from kzlab.errors import InvalidOptionError, LayoutError
 from kzlab.formats import reader
 from kzlab.formats.infer import infer_layout, tokens
 from kzlab.formats.layout import LayoutMap, get_layout
-from kzlab.model.weights import load_model
+from kzlab.loader import load_model
 
 # scheme -> (rename, weights source, dtypes, metadata, SNR bound)
 SCHEMES = {

@@ -1,4 +1,5 @@
-"""Every notebook runs top to bottom on CPU (nbclient, the python3 kernel of this environment)."""
+"""The notebooks: each `.ipynb` is generated from its jupytext source `.py`, and runs top to bottom on CPU
+(nbclient, the python3 kernel of this environment)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,38 @@ import pytest
 
 NB = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NB.glob("[0-9][0-9]_*.ipynb"))
+SOURCES = sorted(p.name for p in NB.glob("[0-9][0-9]_*.py"))
+REGENERATE = "edit the .py, then regenerate the .ipynb: python -m jupytext --sync notebooks/*.py"
 
 
-def test_notebooks_are_in_sync_with_the_generator():
-    """notebooks/_build.py writes exactly the notebooks that are checked in."""
-    import importlib.util
+def _parameter_cells(nb) -> int:
+    return sum("parameters" in c.metadata.get("tags", []) for c in nb.cells)
 
+
+def test_notebooks_and_sources_are_in_sync_one_to_one():
+    """Every notebook has a jupytext source and every source a notebook."""
+    ipynb = {Path(n).stem for n in NOTEBOOKS}
+    py = {Path(n).stem for n in SOURCES}
+    assert py, f"no notebook sources in {NB}"
+    assert not ipynb - py, f"notebooks without a .py source: {sorted(ipynb - py)} (write it in jupytext percent format)"
+    assert not py - ipynb, f"sources without a notebook: {sorted(py - ipynb)}; {REGENERATE}"
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_notebook_is_in_sync_with_its_source(name):
+    """The checked-in .ipynb holds exactly the cells of its .py source, with one cell tagged `parameters`."""
+    import jupytext
     import nbformat
 
-    spec = importlib.util.spec_from_file_location("nb_build", NB / "_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert sorted(mod.NOTEBOOKS) == NOTEBOOKS
-    for name, cells in mod.NOTEBOOKS.items():
-        on_disk = nbformat.read(NB / name, as_version=4)
-        assert [c.source for c in on_disk.cells] == [c.source for c in cells], f"{name}: run notebooks/_build.py"
-        tags = [c.metadata.get("tags", []) for c in on_disk.cells]
-        assert sum("parameters" in t for t in tags) == 1, name
+    source = jupytext.read(NB / name)
+    ipynb = NB / Path(name).with_suffix(".ipynb").name
+    assert ipynb.is_file(), f"{ipynb.name} is missing; {REGENERATE}"
+    on_disk = nbformat.read(ipynb, as_version=4)
+    want = [(c.cell_type, c.source) for c in source.cells]
+    have = [(c.cell_type, c.source) for c in on_disk.cells]
+    assert have == want, f"{ipynb.name} differs from {name}; {REGENERATE}"
+    assert _parameter_cells(source) == 1, f"{name}: exactly one cell must be tagged 'parameters'"
+    assert _parameter_cells(on_disk) == 1, f"{ipynb.name}: exactly one cell must be tagged 'parameters'; {REGENERATE}"
 
 
 @pytest.mark.notebooks

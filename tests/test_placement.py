@@ -10,9 +10,9 @@ import pytest
 from conftest import TINY, run_cli
 from ggml import ggml as g
 
-from kzlab.analysis.placement import profiles
-from kzlab.analysis.placement.api import simulate
+from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.rules import RULES
+from kzlab.analysis.placement.simulate import simulate
 from kzlab.graph.options import Lowering
 
 TINY_F32 = TINY / "qwentts-tokenizer-f32.gguf"
@@ -27,7 +27,7 @@ HEX_REFUSING = ["hexagon-v0.15.2", "hexagon-v0.15.3", "hexagon-78c531d"]
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     return load_model(TINY_F32)
 
@@ -42,7 +42,7 @@ def rpc_address():
 
 @pytest.fixture(scope="module")
 def full_model(full_synth):
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     return load_model(full_synth)
 
@@ -57,7 +57,7 @@ def check_against_real(model, low: Lowering, spec: list[str]) -> None:
     """Every node's backend, the split count and each split's input copies equal the real scheduler's on a
     fresh graph split once; node backends and split count also through kzlab's Session path (reserve, then
     allocate the same graph again)."""
-    from kzlab.analysis.placement.validate import compare, session_assignment
+    from kzlab.analysis.placement.check import compare, session_assignment
 
     c = compare(model, low, spec, 3)
     assert c.mismatches == [] and c.n_equal == c.n_nodes > 0
@@ -81,7 +81,7 @@ def test_validation_is_not_trivial(tiny_model, rpc_address):
     """The compared placements really mix backends, so agreement says something. With BLAS the graph is cut
     into many splits; with every weight on RPC the whole graph is one RPC split, and only the input views
     stay on the CPU."""
-    from kzlab.analysis.placement.validate import compare
+    from kzlab.analysis.placement.check import compare
 
     low = Lowering(conv="im2col-f32", conv_src1="data")
     blas = compare(tiny_model, low, ["blas", "cpu"], 3)
@@ -94,12 +94,12 @@ def test_validation_is_not_trivial(tiny_model, rpc_address):
 def test_what_if_path_matches_real_blas(tiny_model):
     """simulate() never allocates (weights only declared to be in a buffer type); for BLAS + CPU its answer
     must still be the real scheduler's."""
-    from kzlab.analysis.placement.validate import compare
+    from kzlab.analysis.placement.check import compare
 
-    # convt stated: "auto" would be resolved for a device by simulate() and for the CPU by the real scheduler
+    # the portable mode: simulate() places the device's graph, so the real session must build the same one
     for low in (
-        Lowering(conv="im2col-f32", conv_src1="data", convt="col2im"),
-        Lowering(conv="ktap", convt="direct", mm_chunk=1024),
+        Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im"),
+        Lowering(mode="portable", conv="ktap", convt="direct", mm_chunk=1024),
     ):
         real = compare(tiny_model, low, ["blas", "cpu"], 3)
         p = simulate(
@@ -130,8 +130,8 @@ def _mul_mat(rows: int, wtype=g.GGML_TYPE_F16):
 def test_row_limit_rule(rows, refused):
     ctx, t = _mul_mat(rows)
     try:
-        old = profiles.load("hexagon-v0.15.2").refusal(t, NoBuffers())
-        new = profiles.load("hexagon-v0.15.3").refusal(t, NoBuffers())
+        old = capabilities.load("hexagon-v0.15.2").refusal(t, NoBuffers())
+        new = capabilities.load("hexagon-v0.15.3").refusal(t, NoBuffers())
         assert (old is not None) == refused
         if refused:
             assert old[0] == "hex_mul_mat_rowlimit" and f"{rows} > 1024" in old[1]
@@ -143,16 +143,16 @@ def test_row_limit_rule(rows, refused):
 def test_f32_weights_need_0153():
     ctx, t = _mul_mat(8, g.GGML_TYPE_F32)
     try:
-        assert profiles.load("hexagon-v0.15.2").refusal(t, NoBuffers()) is not None
-        assert profiles.load("hexagon-v0.15.3").refusal(t, NoBuffers()) is None
-        assert profiles.load("blas").refusal(t, NoBuffers())[1].startswith("ne1=8")
+        assert capabilities.load("hexagon-v0.15.2").refusal(t, NoBuffers()) is not None
+        assert capabilities.load("hexagon-v0.15.3").refusal(t, NoBuffers()) is None
+        assert capabilities.load("blas").refusal(t, NoBuffers())[1].startswith("ne1=8")
     finally:
         g.ggml_free(ctx)
 
 
 def test_profiles_load():
-    for name in profiles.names():
-        p = profiles.load(name)
+    for name in capabilities.names():
+        p = capabilities.load(name)
         for items in p.ops.values():
             for item in items:
                 assert (item if isinstance(item, str) else item[0]) in RULES
@@ -234,7 +234,7 @@ def test_cli_json(tmp_path):
 
 def test_api_and_figure(tiny_model):
     import kzlab
-    from kzlab.analysis.placement.figures import timeline
+    from kzlab.plots import split_timeline as timeline
 
     p = kzlab.simulate(tiny_model, frames=3, lowering={"conv": "ktap"})
     assert isinstance(p, kzlab.Placement) and p.config["lowering"]["conv"] == "ktap"

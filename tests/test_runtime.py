@@ -154,7 +154,7 @@ def test_backend_names_and_errors():
             parse_rpc(bad)
     with pytest.raises(InvalidOptionError, match="unknown backend"):
         open_backends("tpu9")
-    with pytest.raises(InvalidOptionError, match="needs sched"):
+    with pytest.raises(InvalidOptionError, match="sched=False cannot run it"):
         open_backends("blas", sched=False)
     with pytest.raises(InvalidOptionError, match="twice"):
         open_backends(["cpu", "cpu"])
@@ -177,7 +177,7 @@ def test_an_error_in_the_fused_kernel_is_raised_not_lost(tiny, codes, monkeypatc
 
     with Session(tiny, Lowering(snake="fused"), backend="cpu", threads=1) as s:
         good = s.run(FRAMES, {"codes": codes})["wav"][0]
-        monkeypatch.setattr(fused, "snake_block", broken)
+        monkeypatch.setattr(fused.nodes, "snake_block", broken)  # the name the node's callback calls
         with pytest.raises(BackendError, match="boom"):
             s.run(FRAMES, {"codes": codes})
         monkeypatch.undo()

@@ -13,7 +13,8 @@ import time
 import numpy as np
 from ggml import ggml as g
 
-from kzlab.runtime.backends import default_threads, init_backend
+from kzlab.environment import default_threads
+from kzlab.runtime.backends import init_backend
 
 _CACHE: dict[tuple[str, int, str, int], dict] = {}
 TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16}

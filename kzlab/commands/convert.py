@@ -13,8 +13,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kzlab.formats.convert import convert
-    from kzlab.model.weights import load_model
+    from kzlab.app.convert import convert
+    from kzlab.loader import load_model
 
     out = convert(args.source, args.output, outtype=args.outtype, layout=args.layout)
     m = load_model(out)

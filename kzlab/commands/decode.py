@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from kzlab.commands.common import add_backend, add_lowering, add_model, backend_kw, load_codes, lowering_from
+from kzlab.codes import load_codes
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
 
 
 def register(sub) -> None:
@@ -24,12 +25,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import kzlab
     from kzlab.audio import write_wav
     from kzlab.graph.blocks import stage_names
+    from kzlab.runtime.decoder import load
 
     codes = load_codes(args.codes)
-    dec = kzlab.load(args.model, layout=args.layout, lowering=lowering_from(args), **backend_kw(args))
+    dec = load(args.model, layout=args.layout, lowering=lowering_from(args), backends=backend_spec(args))
     try:
         t0 = time.perf_counter()
         if args.chunked:
@@ -51,7 +52,7 @@ def run(args) -> int:
             np.save(args.npy, wav.astype(np.float32))
         print(
             f"wrote {args.output}: {wav.shape[0]} samples ({wav.shape[0] / dec.sample_rate:.2f} s) "
-            f"in {dt:.2f} s on {dec.session.backends.describe()}"
+            f"in {dt:.2f} s on {dec.backend_label}, {dec.mode} mode ({dec.lowering.label()})"
         )
     finally:
         dec.close()

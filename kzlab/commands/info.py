@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     m = load_model(args.model, layout=args.layout)
     info = m.info()

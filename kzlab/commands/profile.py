@@ -5,7 +5,8 @@ Prints the time per stage and per op of one decode, timed node by node (see kzla
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_backend, add_lowering, add_model, backend_kw, load_codes, lowering_from
+from kzlab.codes import load_codes
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
 
 
 def register(sub) -> None:
@@ -36,10 +37,10 @@ def _table(rows: list[dict], key: str, peak: float) -> list[str]:
 
 
 def run(args) -> int:
-    import kzlab
+    from kzlab.analysis.profile import profile
 
     codes = load_codes(args.codes) if args.codes else None
-    prof = kzlab.profile(
+    prof = profile(
         args.model,
         frames=args.frames,
         codes=codes,
@@ -48,12 +49,13 @@ def run(args) -> int:
         warmup=args.warmup,
         layout=args.layout,
         peak=args.peak,
-        **backend_kw(args),
+        backends=backend_spec(args),
     )
     c = prof.config
     print(f"model      {c['model']}  ({c['frames']} frames -> {c['samples']} samples)")
-    print(f"backend    {c['backend_label']}  threads {c['threads']}  weights on {c['weights_on']}")
-    print(f"lowering   {c['lowering_label']}")
+    sched = "on" if c["sched"] else "off"
+    print(f"backend    {c['backend_label']}  scheduler {sched}  threads {c['threads']}  weights on {c['weights_on']}")
+    print(f"lowering   {c['mode']} mode: {c['lowering_label']}")
     print(
         f"wall       {prof.wall_ms:.2f} ms plain, {prof.profiled_ms:.2f} ms profiled "
         f"(overhead x{prof.overhead_ratio:.2f}); node sum {prof.node_time_ms:.2f} ms"

@@ -3,11 +3,11 @@ profile, placement and audio for one or two decoders (two: a side-by-side compar
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_backend, add_lowering, backend_kw, lowering_from
+from kzlab.commands.common import add_backend, add_lowering, backend_spec, lowering_from
 
 
 def register(sub) -> None:
-    from kzlab.ui.runner import INPUTS
+    from kzlab.app.runner import INPUTS
 
     p = sub.add_parser("report", help="write a self-contained HTML report (figures, tables, audio)")
     p.add_argument("models", nargs="+", metavar="MODEL",
@@ -27,22 +27,23 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from kzlab.app.runner import RunSpec, execute
     from kzlab.report import write_report
-    from kzlab.ui.runner import RunSpec, execute
 
     if len(args.models) > 2:
         print("kzlab report: at most two models (the second is compared with the first)")
         return 2
     low = lowering_from(args).to_dict()
-    bk = backend_kw(args)
+    bk = backend_spec(args)
     recs = []
     for i, m in enumerate(args.models):
         spec = RunSpec(model=m, input=args.input, frames=args.frames, npy_path=args.codes, audio_path=args.audio,
-                       backend=bk["backend"], threads=bk["threads"], sched=bool(bk["sched"]),
-                       op_offload=bk["op_offload"], weights_on=bk["weights_on"], lowering=low, repeat=args.repeat,
+                       backend=bk.backend, threads=bk.threads, sched=bk.sched, op_offload=bk.op_offload,
+                       weights_on=bk.weights_on, lowering=low, repeat=args.repeat,
                        hexagon_profile=args.hexagon, label=f"{'AB'[i]}: {m}")
         rec = execute(spec, lambda k, n, text: print(f"  [{k}/{n}] {text}", flush=True))
-        print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else f"{len(rec.wav)} samples"))
+        ran = f"{len(rec.wav)} samples on {rec.backend_label}, {rec.mode} mode" if rec.ok else ""
+        print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else ran))
         for note in rec.notes:
             print(f"  note: {note.splitlines()[0]}")
         recs.append(rec)

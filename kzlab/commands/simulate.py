@@ -7,7 +7,7 @@ from kzlab.commands.common import add_lowering, add_model, lowering_from
 
 
 def register(sub) -> None:
-    from kzlab.analysis.placement.profiles import names
+    from kzlab.analysis.placement.capabilities import names
 
     p = sub.add_parser("simulate", help="predict the scheduler's node placement on a backend profile (no device)")
     add_model(p)
@@ -22,7 +22,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kzlab.analysis.placement.api import simulate
+    from kzlab.analysis.placement.simulate import simulate
 
     pl = simulate(
         args.model,
@@ -38,7 +38,7 @@ def run(args) -> int:
         pl.to_json(args.json)
         print(f"wrote {args.json}")
     if args.figure:
-        from kzlab.analysis.placement.figures import timeline
+        from kzlab.plots import split_timeline as timeline
 
         timeline(pl).savefig(args.figure, dpi=120)
         print(f"wrote {args.figure}")

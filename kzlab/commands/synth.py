@@ -20,7 +20,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kzlab.model.weights import load_model
+    from kzlab.loader import load_model
 
     if args.known_answer:
         from kzlab.formats.known_answer import synth_known_answer

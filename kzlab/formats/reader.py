@@ -73,7 +73,7 @@ def read(path: str | Path) -> RawFile:
 
 
 def read_gguf(p: Path) -> RawFile:
-    from kzlab.validate import prescan_gguf
+    from kzlab.formats.prescan import prescan_gguf
 
     try:
         # every count, length and tensor extent bounded by the file size before gguf-py trusts them

@@ -12,7 +12,8 @@ import math
 from ggml import ggml as g
 
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder
+from kzlab.graph.builder import Act, GraphBuilder, WeightTensors
+from kzlab.graph.options import LoweringPlan
 from kzlab.model.hparams import HParams
 from kzlab.model.roles import RESIDUAL_DILATIONS
 
@@ -288,9 +289,9 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
 
 def residual_unit(b: GraphBuilder, x: Act, blk: int, j: int, c: int) -> Act:
     p = f"dec.{blk}.res.{j}"
-    if b.low.resunit == "fused":
+    if b.low.fused_resunit:
         return fused_residual_unit(b, x, p, c, RESIDUAL_DILATIONS[j])
-    fused_snake = b.low.snake == "fused"  # conv1's bias is added inside act2's node
+    fused_snake = b.low.fused_snake  # conv1's bias is added inside act2's node
     h = snake_layer(b, x, p + ".act1", out_cl=b.conv_input_cl(7))
     h = conv_layer(b, h, p + ".conv1", c, c, 7, RESIDUAL_DILATIONS[j], bias=not fused_snake)
     h = snake_layer(b, h, p + ".act2", out_cl=b.conv_input_cl(1), bias=p + ".conv1.bias" if fused_snake else None)
@@ -375,3 +376,18 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
         wav = Act(g.ggml_clamp(b.ctx, g.ggml_cont(b.ctx, x.t), -1.0, 1.0), x.cl)
     b.mark_output("wav", wav)
     return wav
+
+
+def build_graph(
+    weights: WeightTensors, plan: LoweringPlan, hp: HParams, frames: int, start: str = "quantizer",
+    keep_stages: bool = False,
+) -> GraphBuilder:
+    """The one place a decoder graph is built (decode, budget estimate, placement, scheduler check alike):
+    a GraphBuilder whose `gf` holds the graph from `start` to the waveform; the caller frees it."""
+    b = GraphBuilder(weights, plan, keep_stages=keep_stages)
+    try:
+        b.finish(build_decoder(b, hp, frames, start))
+    except BaseException:
+        b.free()
+        raise
+    return b

@@ -19,8 +19,8 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.graph import fused
-from kzlab.graph.options import Lowering
-from kzlab.graph.weights import Prepared
+from kzlab.graph.options import LoweringPlan
+from kzlab.graph.prepared import Prepared
 
 GGML_TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16, "BF16": g.GGML_TYPE_BF16, "Q8_0": g.GGML_TYPE_Q8_0}
 TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
@@ -117,7 +117,9 @@ class WeightTensors:
 class GraphBuilder:
     """Builds one compute graph. Block functions (kzlab.graph.blocks) call the lowering methods below."""
 
-    def __init__(self, weights: WeightTensors, low: Lowering, n_nodes: int = MAX_NODES, keep_stages: bool = False):
+    def __init__(self, weights: WeightTensors, low: LoweringPlan, n_nodes: int = MAX_NODES, keep_stages: bool = False):
+        if not isinstance(low, LoweringPlan):  # a request still saying `auto` must be resolved first, once
+            raise TypeError(f"GraphBuilder needs a LoweringPlan (Lowering.resolve), got {type(low).__name__}")
         self.w = weights
         self.low = low
         #: keep every stage's output allocated to the end (to read intermediates); else only the waveform, so
@@ -292,7 +294,7 @@ class GraphBuilder:
         return self.low.conv == "ktap" or (k == 1 and self.low.conv == "im2col-f32")
 
     def convt_input_cl(self) -> bool:
-        return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks
+        return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks are col2im
 
     def conv1d(self, x: Act, wname: str, bname: str | None, dilation: int = 1) -> Act:
         """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says."""
@@ -453,14 +455,14 @@ class GraphBuilder:
         The fused lowering adds `bias` and writes the memory order `out_cl` inside its one node; the others
         add the bias with a ggml ADD and leave any transpose to the consumer."""
         ctx = self.ctx
-        if self.low.snake == "fused":
+        if self.low.fused_snake:
             w = self.w
             bt = w[bias] if bias else None
             y = fused.snake(ctx, x.t, x.cl, w[prefix + ".alpha"], w[prefix + ".beta"], bt, out_cl)
             return Act(y, x.cl if out_cl is None else out_cl)
         if bias:
             x = self.add_bias(x, bias)
-        if self.low.snake in ("folded", "auto"):
+        if self.low.snake == "folded":
             a = self.chan(x, prefix + ".alpha")
             inv_b = self.chan(x, prefix + ".beta")
             s = g.ggml_sqr(ctx, g.ggml_sin(ctx, g.ggml_mul(ctx, x.t, a)))

@@ -1,7 +1,16 @@
-"""Lowering options: the ways one decoder computation can be written as a ggml graph.
+"""Lowering options: the ways one decoder computation can be written as a ggml graph, and their resolution.
 
 Each option changes which ggml ops run (and so what a device backend is asked to accept), never the result
 beyond rounding. The names are the same in the API, the CLI (`--conv`, `--conv-src1`, ...) and the widgets.
+
+Two modes name the two kinds of graph kzlab builds:
+- `portable`: ggml ops only, what a device port runs and what the placement simulator places;
+- `fast`: kzlab's fused CPU nodes (numpy kernels in `ggml_custom_4d` nodes) where they apply, which only the
+  CPU and BLAS backends can run.
+
+A `Lowering` is a request and may say `auto`; `Lowering.resolve` makes every choice once, for a known set of
+backends, and returns a `LoweringPlan` with no `auto` left in it. Only a plan reaches the graph builders, and
+results record the plan next to the request, so a label always says what ran.
 """
 
 from __future__ import annotations
@@ -18,8 +27,16 @@ CONVT_CHOICES = ("auto", "col2im", "direct", "fused")
 SNAKE_CHOICES = ("auto", "fused", "folded", "raw")
 RESUNIT_CHOICES = ("auto", "fused", "ops")
 WTYPE_CHOICES = ("native", "f32", "f16", "bf16", "q8_0")
+MODE_CHOICES = ("auto", "portable", "fast")
+#: what a plan's mode can be
+MODES = ("portable", "fast")
+#: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
+FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im"}
 
 HELP = {
+    "mode": "portable = ggml ops only (what a device port runs and the Hexagon simulator places); fast = kzlab's "
+    "fused CPU nodes where they apply (CPU and BLAS backends only); auto = fast where every backend is the CPU or "
+    "BLAS, else portable. Results record the resolved mode",
     "conv": "conv1d lowering: ktap = K shifted mul_mats, no im2col; im2col-f32 = im2col F32 + mul_mat; "
     "im2col-f16 = ggml_conv_1d's im2col F16 + mul_mat",
     "conv_src1": "which operand is src1 of the conv MUL_MAT: data = mul_mat(kernel, columns), src1 rows = T; "
@@ -56,9 +73,11 @@ class Lowering:
     snake: str = "auto"
     wtype: str = "native"
     resunit: str = "auto"
+    mode: str = "auto"
 
     def __post_init__(self) -> None:
         for name, choices in (
+            ("mode", MODE_CHOICES),
             ("conv", CONV_CHOICES),
             ("conv_src1", CONV_SRC1_CHOICES),
             ("convt", CONVT_CHOICES),
@@ -86,11 +105,12 @@ class Lowering:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The options as plain values (a plan's `requested` is not one of them)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Lowering)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Lowering:
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(Lowering)}
         unknown = set(d) - names
         if unknown:
             raise InvalidOptionError(f"unknown lowering option(s): {', '.join(sorted(unknown))}")
@@ -99,34 +119,62 @@ class Lowering:
     def replace(self, **kw: Any) -> Lowering:
         return dataclasses.replace(self, **kw)
 
-    def resolved(self, cpu_only: bool) -> Lowering:
-        """The lowering with its automatic choices made for a graph on CPU/BLAS backends only or not.
+    def resolve(self, cpu_only: bool, where: str = "a device backend") -> LoweringPlan:
+        """Every choice made for a graph on CPU/BLAS backends only (`cpu_only`) or not; `where` names the
+        backends in refusals.
 
-        A device backend (RPC, GPU, or a simulated Hexagon) cannot run kzlab's fused nodes, which call back
-        into this process, so there `auto` means the ggml ops a port would use. On the CPU, `resunit="auto"`
-        fuses the residual units unless an option the fused node would override was changed (a comparison
-        of conv lowerings, operand orders, snake lowerings or weight types then measures what it says).
+        `mode="auto"` is `fast` on the CPU and BLAS, else `portable`. A device backend (RPC, GPU, or a simulated
+        Hexagon) cannot run kzlab's fused nodes, which call back into this process: `fast` or an explicit
+        `fused` there is refused, never replaced. In `fast` mode `resunit="auto"` fuses the residual units
+        unless an option the fused node would override was changed (a comparison of conv lowerings, operand
+        orders, snake lowerings or weight types then measures what it says), and `convt="auto"` likewise. The
+        plan's mode is what the graph really is: `fast` when it holds a fused node, else `portable`.
         """
+        mode = self.mode if self.mode != "auto" else ("fast" if cpu_only else "portable")
+        asked = [n for n in FUSABLE if getattr(self, n) == "fused"]
+        if mode == "fast" and not cpu_only:
+            raise InvalidOptionError(
+                f"mode='fast' runs kzlab's fused CPU nodes, which {where} cannot run: use mode='portable'"
+            )
+        if mode == "portable" and asked:
+            n = asked[0]
+            why = f"{where} cannot run it" if not cpu_only else "mode='portable' builds ggml ops only"
+            raise InvalidOptionError(
+                f"{n}='fused' is a kzlab CPU node (it calls back into Python), not a ggml op: {why}; use "
+                f"{n}='{FUSABLE[n]}' or 'auto'" + (", or mode='fast'" if cpu_only else "")
+            )
         d = Lowering()
 
         def untouched(*names: str) -> bool:
             return self.snake in ("auto", "fused") and all(getattr(self, f) == getattr(d, f) for f in names)
 
-        low = self
-        if low.snake == "auto":
-            low = low.replace(snake="fused" if cpu_only else "folded")
-        if low.resunit == "auto":
-            fuse = cpu_only and untouched("conv", "conv_src1", "mm_chunk", "wtype")
-            low = low.replace(resunit="fused" if fuse else "ops")
-        if low.convt == "auto":
-            low = low.replace(convt="fused" if cpu_only and untouched("mm_chunk", "wtype") else "col2im")
-        return low
+        fast = mode == "fast"
+        choice = {
+            "snake": "fused" if fast else "folded",
+            "resunit": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
+            "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
+        }
+        made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}
+        plan_mode = "fast" if "fused" in made.values() else "portable"
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Lowering)}
+        return LoweringPlan(**{**fields, **made, "mode": plan_mode}, requested=self)
+
+    def portable(self) -> Lowering:
+        """This request in portable mode, its fused choices back to `auto`: the graph a device port of it runs
+        (what the placement simulator places for a fast-mode run)."""
+        fused = {n: "auto" for n in FUSABLE if getattr(self, n) == "fused"}
+        return Lowering(**{**self.to_dict(), **fused, "mode": "portable"})
+
+    def resolved(self, cpu_only: bool) -> LoweringPlan:
+        """Deprecated name of `resolve` (kept for scripts written against kzlab 0.1)."""
+        return self.resolve(cpu_only)
 
     def label(self) -> str:
         """Short text for tables and legends."""
         parts = [self.conv, f"src1={self.conv_src1}", self.convt, f"snake={self.snake}", f"w={self.wtype}"]
         if self.resunit != "ops":
             parts.insert(0, f"resunit={self.resunit}")
+        parts.insert(0, f"{self.mode}:")
         if self.mm_chunk:
             parts.append(f"chunk={self.mm_chunk}")
         if self.conv_tile and self.conv.startswith("im2col-f32"):
@@ -134,7 +182,47 @@ class Lowering:
         return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class LoweringPlan(Lowering):
+    """A lowering with every choice made (no `auto`): what the graph builders, the weights and the blocks read,
+    and what a result records as `lowering_resolved`. `requested` is the Lowering it was resolved from."""
+
+    requested: Lowering | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        left = [f.name for f in dataclasses.fields(Lowering) if getattr(self, f.name) == "auto"]
+        if left:
+            raise InvalidOptionError(f"a lowering plan has every choice made; {', '.join(left)} still say 'auto'")
+
+    @property
+    def fused_snake(self) -> bool:
+        return self.snake == "fused"
+
+    @property
+    def fused_resunit(self) -> bool:
+        return self.resunit == "fused"
+
+    @property
+    def fused_convt(self) -> bool:
+        return self.convt == "fused"
+
+    @property
+    def folded_snake(self) -> bool:
+        """Whether the SnakeBeta constants are folded at load (exp(alpha), 1/(exp(beta)+1e-9))."""
+        return self.snake in ("folded", "fused")
+
+    def replace(self, **kw: Any) -> Lowering:
+        """A new request (a plain Lowering) from this plan's choices with `kw` changed; resolve it again."""
+        return Lowering(**{**self.to_dict(), **kw})
+
+    def request_dict(self) -> dict[str, Any]:
+        """What was asked for (the plan itself when it was made directly)."""
+        return (self.requested or self).to_dict()
+
+
 #: the naive graph peers write (ggml_conv_1d, ggml_conv_transpose_1d, F16), kept for comparison
 NAIVE = Lowering(
-    conv="im2col-f16", conv_src1="kernel", convt="direct", snake="raw", wtype="f16", conv_tile=0, resunit="ops"
+    conv="im2col-f16", conv_src1="kernel", convt="direct", snake="raw", wtype="f16", conv_tile=0, resunit="ops",
+    mode="portable",
 )

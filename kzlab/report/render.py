@@ -65,11 +65,35 @@ def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
     return float("inf") if err == 0 else float(10 * np.log10(np.sum(r**2) / err))
 
 
+def what_ran(rec) -> dict[str, Any]:
+    """What a run really ran, resolved once when its decoder opened: backends, scheduler, mode, lowering."""
+    if not rec.backend_label:
+        return {}
+    low = dict(rec.lowering_resolved)
+    return {
+        "backends": rec.backend_label,
+        "scheduler": "on" if rec.backends_resolved.get("sched") else "off",
+        "threads": rec.backends_resolved.get("threads"),
+        "mode": rec.mode,
+        "lowering": " ".join(f"{k}={v}" for k, v in low.items() if k != "mode"),
+    }
+
+
+def same_mode_note(a, b) -> str:
+    """A warning when two runs compared are not like with like (different modes), else ''."""
+    if a.mode and b.mode and a.mode != b.mode:
+        return (f'<p class="error">A ran in {a.mode} mode and B in {b.mode} mode: the comparison includes the '
+                "difference between kzlab's fused CPU nodes and ggml ops</p>")
+    return ""
+
+
 def _flat_config(rec) -> dict[str, Any]:
     cfg = rec.config()
-    low = cfg.pop("lowering", {}) or {}
+    low = cfg.pop("lowering_resolved", {}) or {}
+    asked = cfg.pop("lowering_requested", {}) or {}
     out = {k: v for k, v in cfg.items() if v not in (None, "")}
     out.update({f"lowering.{k}": v for k, v in low.items()})
+    out.update({f"lowering asked.{k}": v for k, v in asked.items() if low.get(k) != v})
     pcfg = plots.field(rec.profile, "config") if rec.profile is not None else None
     if isinstance(pcfg, Mapping):
         for k in ("versions", "machine"):
@@ -85,6 +109,9 @@ def run_section(rec, index: int) -> str:
         parts.append(f'<p class="error">error: {html.escape(rec.error)}</p>')
     for n in rec.notes:
         parts.append(f'<p class="note">{html.escape(n.splitlines()[0] if n else n)}</p>')
+    ran = what_ran(rec)
+    if ran:
+        parts.append("<h3>What ran</h3>" + table(ran))
     parts.append("<h3>Configuration</h3>" + table(_flat_config(rec)))
     if rec.decode is not None:
         parts.append("<h3>T-evolution</h3>" + figure_tag(plots.t_evolution(rec.decode), "T-evolution"))
@@ -132,7 +159,8 @@ def run_section(rec, index: int) -> str:
 
 def compare_section(a, b, ia: int, ib: int) -> str:
     """Two runs side by side: ratios per block and per op (when both were profiled) and both audios."""
-    parts = [f"<h2>Compare run {ia} and run {ib}</h2>"]
+    parts = [f"<h2>Compare run {ia} and run {ib}</h2>", same_mode_note(a, b)]
+    parts.append(table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))]))
     if a.profile is not None and b.profile is not None:
         r = plots.ratios(a.profile, b.profile)
         parts.append(figure_tag(plots.compare(a.profile, b.profile, (a.label, b.label)), "compare"))
@@ -150,8 +178,8 @@ def compare_section(a, b, ia: int, ib: int) -> str:
 
 def render(records: Iterable, title: str = "kzlab report") -> str:
     """The whole report as one HTML string."""
-    from kzlab import __version__
-    from kzlab.ui.runner import machine_info
+    from kzlab.environment import machine_info
+    from kzlab.version import __version__
 
     recs = list(records)
     machine = recs[0].machine if recs and recs[0].machine else machine_info()

@@ -1,9 +1,9 @@
 """Backends by name, and the two ways kzlab computes a graph with them.
 
-Names: `auto` (`blas` when this ggml build has it, else `cpu`), `cpu`, `blas` (ggml's BLAS backend:
-MUL_MAT only, so it always runs under the scheduler with the CPU), `rpc://HOST:PORT` (a remote ggml
-server, e.g. `kzlab rpc-server` or llama.cpp's `rpc-server`), and any other device the ggml build
-registered (CUDA, Vulkan, Metal...), found through the backend registry and never assumed.
+Names (resolved by `kzlab.runtime.spec`): `cpu`, `blas` (ggml's BLAS backend: MUL_MAT only, so it always
+runs under the scheduler with the CPU), `rpc://HOST:PORT` (a remote ggml server, e.g. `kzlab rpc-server` or
+llama.cpp's `rpc-server`), and any other device the ggml build registered (CUDA, Vulkan, Metal...), found
+through the backend registry and never assumed.
 
 Plain mode computes the whole graph on one backend with its own graph allocator; scheduler mode hands the
 graph to `ggml_backend_sched` over an ordered list of backends (CPU last), whose node assignment kzlab
@@ -13,8 +13,6 @@ reads back afterwards.
 from __future__ import annotations
 
 import ctypes
-import os
-import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,58 +20,11 @@ from typing import Any
 from ggml import ggml as g
 
 from kzlab.errors import BackendError, InvalidOptionError
+from kzlab.runtime.devices import available_backends, registered_devices
 from kzlab.runtime.ffi import sched_tensor_backend, tensor_address
+from kzlab.runtime.spec import BackendSpec, ResolvedBackends, parse_rpc
 
-RPC_RX = re.compile(r"^rpc://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 SCHED_GRAPH_SIZE = 32768
-#: more threads than this is a typo, not a machine (ggml would try to start them all)
-MAX_THREADS = 1024
-
-
-def default_threads() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def registered_devices() -> list[dict[str, Any]]:
-    """Every device of this ggml build: name, description, type (cpu / gpu / accel)."""
-    kinds = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
-    out = []
-    for i in range(g.ggml_backend_dev_count()):
-        d = g.ggml_backend_dev_get(i)
-        out.append(
-            {
-                "name": g.ggml_backend_dev_name(d).decode(),
-                "description": g.ggml_backend_dev_description(d).decode(),
-                "type": kinds.get(int(g.ggml_backend_dev_type(d)), str(g.ggml_backend_dev_type(d))),
-            }
-        )
-    return out
-
-
-def available_backends() -> list[str]:
-    """Backend names usable here (rpc needs an address and is listed as `rpc://HOST:PORT`)."""
-    names = []
-    for d in registered_devices():
-        n = d["name"].lower()
-        if n == "cpu":
-            names.append("cpu")
-        elif n == "blas":
-            names.append("blas")
-        elif not n.startswith("rpc"):
-            names.append(n)
-    if hasattr(g, "ggml_backend_rpc_init") and getattr(g, "GGML_USE_RPC", True):
-        names.append("rpc://HOST:PORT")
-    return names
-
-
-def parse_rpc(spec: str) -> tuple[str, int]:
-    m = RPC_RX.match(spec)
-    if not m:
-        raise InvalidOptionError(f"bad RPC address {spec!r}: expected rpc://HOST:PORT, e.g. rpc://127.0.0.1:50052")
-    port = int(m.group("port"))
-    if not 0 < port < 65536:
-        raise InvalidOptionError(f"bad RPC port {port} in {spec!r}")
-    return m.group("host").strip("[]"), port
 
 
 def check_reachable(host: str, port: int, timeout: float = 3.0) -> None:
@@ -135,13 +86,23 @@ class BackendSet:
     """The backends of one session and how graphs are run on them."""
 
     backends: list[Backend]
-    use_sched: bool
-    op_offload: bool
-    threads: int
+    resolved: ResolvedBackends
     weights_index: int = 0
     sched: Any = None
     _keep: list = field(default_factory=list)
     _current: Any = None  # the graph the scheduler holds allocated now
+
+    @property
+    def use_sched(self) -> bool:
+        return self.resolved.sched
+
+    @property
+    def op_offload(self) -> bool:
+        return self.resolved.op_offload
+
+    @property
+    def threads(self) -> int:
+        return self.resolved.threads
 
     @property
     def primary(self) -> Backend:
@@ -160,8 +121,8 @@ class BackendSet:
         return self.weights_backend.name
 
     def describe(self) -> str:
-        names = "+".join(b.name for b in self.backends)
-        return f"sched[{names}]" if self.use_sched else names
+        """What runs: `cpu`, `sched[blas+cpu]` (the resolved label)."""
+        return self.resolved.label
 
     def cpu(self) -> Backend | None:
         return next((b for b in self.backends if b.name == "cpu"), None)
@@ -277,57 +238,25 @@ class BackendSet:
         self.backends = []
 
 
-def open_backends(
-    spec: str | list[str],
-    threads: int | None = None,
-    sched: bool | None = None,
-    op_offload: bool = True,
-    weights_on: str | None = None,
-) -> BackendSet:
-    """Open the backends named by `spec` ("cpu", "blas", "rpc://h:p", or a priority list ending in cpu)."""
-    if threads is None:
-        threads = default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-        raise InvalidOptionError(f"threads={threads!r}: expected an integer from 1 to {MAX_THREADS}")
-    names = [spec] if isinstance(spec, str) else list(spec)
-    if not names or not all(isinstance(n, str) and n.strip() for n in names):
-        raise InvalidOptionError(f"backend={spec!r}: expected a name or a list of names")
-    names = [n.strip() for n in names]
-    if [n.lower() for n in names] == ["auto"]:
-        # ggml's CPU MUL_MAT is slow on the decoder's tall-skinny F32 products; OpenBLAS sgemm is not
-        # (benchmarks/decode.py): use it, under the scheduler with the CPU for every other op, when built in
-        # (BLAS needs the scheduler: with sched=False, auto is the plain CPU backend)
-        names = ["blas"] if "blas" in available_backends() and sched is not False else ["cpu"]
-    for n in names:
-        if n.lower().startswith("rpc"):
-            parse_rpc(n)
-        elif n.lower() not in [a.lower() for a in available_backends()]:
-            raise InvalidOptionError(f"unknown backend {n!r}: available here: {', '.join(available_backends())}")
-    if "blas" in [n.lower() for n in names] and sched is False:
-        raise InvalidOptionError("the blas backend computes MUL_MAT only: it needs sched=True (with the CPU)")
-    use_sched = bool(sched) or len(names) > 1 or names[0].lower() == "blas"
-    if use_sched and names[-1].lower() != "cpu":
-        names.append("cpu")
-    if len({n.lower() for n in names}) != len(names):
-        raise InvalidOptionError(f"backend list {names} names a backend twice")
+def open_backends(spec: BackendSpec | ResolvedBackends | str | list[str] = "auto", **kw) -> BackendSet:
+    """Open the backends of a spec (resolved first when it is a request; loose keywords make a BackendSpec)."""
+    if isinstance(spec, ResolvedBackends):
+        if kw:
+            raise InvalidOptionError("open_backends: a resolved spec takes no further options")
+        rb = spec
+    elif isinstance(spec, BackendSpec):
+        rb = BackendSpec.from_kw(spec, **kw).resolve()
+    else:
+        rb = BackendSpec.from_kw(backend=spec, **kw).resolve()
     opened: list[Backend] = []
     try:
-        for n in names:
-            opened.append(init_backend(n, threads))
+        for n in rb.names:
+            opened.append(init_backend(n, rb.threads))
     except BaseException:
         for b in opened:
             g.ggml_backend_free(b.handle)
         raise
-    windex = 0
-    if weights_on is not None:
-        wl = weights_on.lower()
-        idx = [i for i, b in enumerate(opened) if b.name == wl or b.name.startswith(wl)]
-        if not idx:
-            for b in opened:
-                g.ggml_backend_free(b.handle)
-            raise InvalidOptionError(f"weights_on={weights_on!r} is not one of {[b.name for b in opened]}")
-        windex = idx[0]
-    return BackendSet(opened, use_sched, op_offload, threads, windex)
+    return BackendSet(opened, rb, rb.names.index(rb.weights_on))
 
 
 def as_ctypes_backend(b: Backend) -> ctypes.c_void_p:

@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 from ggml import ggml as g
 
-from kzlab.analysis.flops import VIEW_OPS, TensorInfo, op_bytes, op_flops
 from kzlab.errors import BackendError, Cancelled
 from kzlab.graph.builder import TYPE_NAMES
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of
 from kzlab.runtime.ffi import tensor_address
 
 VIEW_OP_IDS = {g.GGML_OP_VIEW, g.GGML_OP_RESHAPE, g.GGML_OP_PERMUTE, g.GGML_OP_TRANSPOSE, g.GGML_OP_NONE}
+VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"}
 
 
 def type_name(t) -> str:
@@ -51,14 +51,14 @@ def type_name(t) -> str:
     return TYPE_NAMES.get(tid) or g.ggml_type_name(tid).decode().upper()
 
 
-def tensor_info(t) -> TensorInfo:
-    c = t.contents
-    return TensorInfo(tuple(int(c.ne[i]) for i in range(4)), type_name(t), int(g.ggml_nbytes(t)))
+def tensor_ne(t) -> tuple[int, ...]:
+    return tuple(int(t.contents.ne[i]) for i in range(4))
 
 
 @dataclass
 class NodeInfo:
-    """One graph node as the profile reports it (times filled in by the profiler)."""
+    """One graph node as read from ggml (times filled in by the profiler). What it costs in FLOPs and bytes is
+    derived from these fields by the analysis layer (`kzlab.analysis.flops`), not here."""
 
     index: int
     name: str
@@ -66,11 +66,11 @@ class NodeInfo:
     layer: str
     ne: tuple[int, ...]
     type: str
+    nbytes: int
     src_names: list[str]
     src_ne: list[tuple[int, ...]]
     src_types: list[str]
-    flops: int
-    bytes: int
+    src_nbytes: list[int]
     backend: str = ""
     is_view: bool = False
     times_ms: list[float] = field(default_factory=list)
@@ -85,7 +85,7 @@ class NodeInfo:
 
 
 def describe_nodes(bg, backends: list[str]) -> list[NodeInfo]:
-    """Every node of `bg` with op, shapes, types, layer path and FLOPs/bytes from the op table.
+    """Every node of `bg` with op, shapes, types, byte sizes and layer path.
 
     Sources are read from the addresses recorded at build time, so a scheduler's copies never show up.
     """
@@ -95,21 +95,19 @@ def describe_nodes(bg, backends: list[str]) -> list[NodeInfo]:
         name = node.contents.name.decode()
         op = g.ggml_op_desc(node).decode()
         srcs = [ctypes.cast(a, ptr) for a in src_addrs if a]
-        infos = [tensor_info(s) for s in srcs]
-        info = tensor_info(node)
         out.append(
             NodeInfo(
                 index=i,
                 name=name,
                 op=op,
                 layer=name.split(":", 1)[0] if ":" in name else "graph",
-                ne=info.ne,
-                type=info.type,
+                ne=tensor_ne(node),
+                type=type_name(node),
+                nbytes=int(g.ggml_nbytes(node)),
                 src_names=[s.contents.name.decode() for s in srcs],
-                src_ne=[s.ne for s in infos],
-                src_types=[s.type for s in infos],
-                flops=op_flops(op, info, infos),
-                bytes=op_bytes(op, info, infos),
+                src_ne=[tensor_ne(s) for s in srcs],
+                src_types=[type_name(s) for s in srcs],
+                src_nbytes=[int(g.ggml_nbytes(s)) for s in srcs],
                 backend=backends[i] if i < len(backends) else "",
                 is_view=int(node.contents.op) in VIEW_OP_IDS or op in VIEW_OPS,
             )

@@ -7,7 +7,8 @@ owned the RPC backend would die with the server. `RemoteSession` therefore owns 
 worker process: codes go in through a pipe, audio comes back, and a dead server kills only the worker.
 The caller gets a BackendError at once, and the next call starts a fresh worker.
 
-It offers the part of `Session` that `Decoder` uses (`run`, `lowering`, `backends.describe()`, `close`).
+It offers the part of `Session` that `Decoder` uses (`run`, `plan`, `resolved`, `cancel`, `close`). Backends
+and lowering are resolved here, in the caller, before the worker starts: the worker opens exactly that.
 """
 
 from __future__ import annotations
@@ -33,21 +34,11 @@ STARTUP_TIMEOUT = 120.0
 POLL_S = 0.05
 
 
-def uses_rpc(backend: str | list[str]) -> bool:
-    """True when any named backend is a ggml RPC server."""
-    names = [backend] if isinstance(backend, str) else list(backend)
-    return any(isinstance(n, str) and n.strip().lower().startswith("rpc") for n in names)
-
-
 @dataclass
 class _Spec:
     model: Any
-    lowering: Any
-    backend: str | list[str]
-    threads: int | None
-    sched: bool | None
-    op_offload: bool
-    weights_on: str | None
+    plan: Any  # LoweringPlan
+    backends: Any  # ResolvedBackends
 
 
 def _worker_main(conn: Any, spec: _Spec) -> None:
@@ -55,10 +46,8 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
     try:
         from kzlab.runtime.session import Session
 
-        session = Session(
-            spec.model, spec.lowering, spec.backend, spec.threads, spec.sched, spec.op_offload, spec.weights_on
-        )
-        conn.send(("ready", session.backends.describe(), session.lowering))
+        session = Session(spec.model, spec.plan, spec.backends)
+        conn.send(("ready",))
     except BaseException as e:
         conn.send(("error", _portable(e)))
         return
@@ -71,7 +60,7 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         _, frames, inputs, start, stages, budget = msg
         try:
-            from kzlab.validate import check_session_budget
+            from kzlab.runtime.budget import check_session_budget
 
             check_session_budget(session, frames, start, budget, stages)
             conn.send(("ok", session.run(frames, inputs, start, stages)))
@@ -109,34 +98,27 @@ class _Describe:
 class RemoteSession:
     """A Session whose ggml work happens in a worker process (used for every backend list with rpc://)."""
 
-    def __init__(
-        self,
-        model: Any,
-        lowering: Any = None,
-        backend: str | list[str] = "cpu",
-        threads: int | None = None,
-        sched: bool | None = None,
-        op_offload: bool = True,
-        weights_on: str | None = None,
-        timeout: float | None = None,
-    ):
-        from kzlab.graph.options import Lowering
-        from kzlab.runtime.backends import check_reachable, parse_rpc
+    def __init__(self, model: Any, lowering: Any = None, backends: Any = None, timeout: float | None = None):
+        from kzlab.runtime.backends import check_reachable
+        from kzlab.runtime.spec import BackendSpec, parse_rpc, resolve_run
 
-        names = [backend] if isinstance(backend, str) else list(backend)
-        for n in names:  # bad addresses and absent servers fail here, fast, before a worker starts
-            if isinstance(n, str) and n.strip().lower().startswith("rpc"):
-                check_reachable(*parse_rpc(n.strip()))
+        self.resolved, self.plan = resolve_run(lowering, backends or BackendSpec())
+        for n in self.resolved.names:  # bad addresses and absent servers fail here, fast, before a worker starts
+            if n.startswith("rpc"):
+                check_reachable(*parse_rpc(n))
         self.model = model
-        self.lowering = lowering or Lowering()
         self.timeout = timeout
-        self._spec = _Spec(model, self.lowering, backend, threads, sched, op_offload, weights_on)
+        self._spec = _Spec(model, self.plan, self.resolved)
         self._proc: Any = None
         self._log: Any = None
         self._cancel = False
         self._conn: Any = None
-        self.backends = _Describe("+".join(str(n) for n in names))
+        self.backends = _Describe(self.resolved.label)
         self._start()
+
+    @property
+    def lowering(self) -> Any:
+        return self.plan
 
     # ---- worker lifecycle ---------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -174,8 +156,6 @@ class RemoteSession:
         if msg[0] == "error":
             self._kill()
             raise msg[1]
-        self.backends = _Describe(msg[1])
-        self.lowering = msg[2]  # as the worker's session resolved it (snake="auto" -> folded on RPC)
 
     def _last_words(self) -> str:
         """The last line the worker wrote to stderr (ggml's abort reason), as ': ...' or ''."""

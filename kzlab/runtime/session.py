@@ -19,12 +19,13 @@ from ggml import ggml as g
 
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph import fused
-from kzlab.graph.blocks import build_decoder
+from kzlab.graph.blocks import build_graph
 from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors
-from kzlab.graph.options import Lowering
-from kzlab.graph.weights import prepare_weights
-from kzlab.model.weights import Model
+from kzlab.graph.options import Lowering, LoweringPlan
+from kzlab.graph.prepared import prepare_weights
+from kzlab.model.model import Model
 from kzlab.runtime.backends import BackendSet, open_backends
+from kzlab.runtime.spec import BackendSpec, ResolvedBackends, resolve_run
 
 
 @dataclass
@@ -73,18 +74,6 @@ class ComputeThread:
         self._jobs.put(None)
 
 
-def resolve_lowering(low: Lowering, backends: BackendSet) -> Lowering:
-    """`low` with its automatic choices made for these backends; a fused node on a device is refused."""
-    cpu_only = all(b.name in ("cpu", "blas") for b in backends.backends)
-    for name, other in (("snake", "folded"), ("resunit", "ops"), ("convt", "col2im")):
-        if getattr(low, name) == "fused" and not cpu_only:
-            raise InvalidOptionError(
-                f"{name}='fused' runs on the CPU only (a kzlab node that calls back into Python) and cannot run "
-                f"on {backends.describe()}: use {name}='{other}' (or 'auto')"
-            )
-    return low.resolved(cpu_only)
-
-
 class Session:
     """Runs the decoder graph on a chosen backend setup (see `kzlab.runtime.backends`)."""
 
@@ -92,19 +81,19 @@ class Session:
         self,
         model: Model,
         lowering: Lowering | None = None,
-        backend: str | list[str] = "cpu",
-        threads: int | None = None,
-        sched: bool | None = None,
-        op_offload: bool = True,
-        weights_on: str | None = None,
+        backends: BackendSpec | ResolvedBackends | None = None,
+        **backend_kw,
     ):
+        """`backends`: a BackendSpec (or one already resolved), or its fields as keywords (backend=, threads=,
+        sched=, op_offload=, weights_on=). Backends and lowering are resolved once, here
+        (`kzlab.runtime.spec.resolve_run`)."""
         self.model = model
-        self.backends: BackendSet = open_backends(backend, threads, sched, op_offload, weights_on)
-        try:
-            self.lowering = resolve_lowering(lowering or Lowering(), self.backends)
-        except BaseException:
-            self.backends.free()
-            raise
+        if not isinstance(backends, ResolvedBackends):
+            backends = BackendSpec.from_kw(backends, **backend_kw)
+        elif backend_kw:
+            raise InvalidOptionError("Session: a resolved backend set takes no further backend options")
+        resolved, self.plan = resolve_run(lowering, backends)
+        self.backends: BackendSet = open_backends(resolved)
         self._lock = threading.RLock()
         self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}
         self.weights: WeightTensors | None = None
@@ -113,10 +102,20 @@ class Session:
         self._abort_cb = g.ggml_abort_callback(lambda _data: self._abort)
         self.backends.set_abort_callback(self._abort_cb)
 
+    @property
+    def resolved(self) -> ResolvedBackends:
+        """The backends as they run (names, scheduler, threads, weights placement)."""
+        return self.backends.resolved
+
+    @property
+    def lowering(self) -> LoweringPlan:
+        """The resolved lowering (no `auto`): what the graphs of this session are built from."""
+        return self.plan
+
     # ---- weights ------------------------------------------------------------------------------------------
     def _ensure_weights(self) -> WeightTensors:
         if self.weights is None:
-            wt = WeightTensors(prepare_weights(self.model, self.lowering))
+            wt = WeightTensors(prepare_weights(self.model, self.plan))
             buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
             if not buf:
                 wt.free()
@@ -140,15 +139,8 @@ class Session:
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
-            wt = self._ensure_weights()
-            b = GraphBuilder(wt, self.lowering, keep_stages=stages)
-            try:
-                wav = build_decoder(b, self.model.hparams, frames, start)
-                gf = b.finish(wav)
-            except Exception:
-                b.free()
-                raise
-            built = BuiltGraph(b, gf, frames, start, b.layers, b.outputs)
+            b = build_graph(self._ensure_weights(), self.plan, self.model.hparams, frames, start, stages)
+            built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs)
             self.backends.allocate(built)
             self._graphs[key] = built
             return built

@@ -14,7 +14,7 @@ from typing import Any
 
 from kzlab import plots
 from kzlab.audio import wav_bytes, wav_length
-from kzlab.report.render import snr_db, table
+from kzlab.report.render import same_mode_note, snr_db, table, what_ran
 
 TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
 OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
@@ -82,6 +82,9 @@ def placement_view(rec) -> View:
         why = "; ".join(n.splitlines()[0] for n in rec.notes if "placement" in n) or "pick a Hexagon profile and run"
         return message(why)
     v = View(figures=plots.placement_figures(pl))
+    cfg = plots.field(pl, "config") or {}
+    v.html.append(f"<p>placed graph: {html.escape(str(cfg.get('mode', 'portable')))} mode (ggml ops only), "
+                  f"{html.escape(str(cfg.get('lowering_label', '')))}</p>")
     splits = plots.as_rows(plots.field(pl, "splits"))
     convs = plots.as_rows(plots.field(pl, "convs"))
     copied = float(plots.field(pl, "copied_bytes") or 0.0)
@@ -126,7 +129,9 @@ def compare_view(a, b) -> View:
         v.html.append(table(v.rows) + table([{"op": k, "ratio": x} for k, x in r["op"].items()]))
     else:
         v.html.append("<p><i>ratios per block and per op need both runs profiled</i></p>")
-    v.html.insert(0, f"<p>A = {html.escape(a.label)}, B = {html.escape(b.label)}</p>" + table(rows))
+    ran = table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))])
+    v.html.insert(0, f"<p>A = {html.escape(a.label)}, B = {html.escape(b.label)}</p>" + same_mode_note(a, b) + ran
+                  + table(rows))
     for rec in (a, b):
         if rec.wav is not None:
             v.audio.append((rec.label, wav_bytes(rec.wav, rec.sample_rate)))
@@ -139,7 +144,7 @@ def all_views(rec, sort: str = "time_ms", descending: bool = True) -> dict[str, 
     if rec.error:
         err = message(f"run failed: {rec.error}")
         return {t: err for t in TABS if t != "Compare"}
-    return {
+    views = {
         "T-evolution": evolution_view(rec),
         "GFLOPs": gflops_view(rec),
         "Ops": ops_view(rec, sort, descending),
@@ -147,6 +152,12 @@ def all_views(rec, sort: str = "time_ms", descending: bool = True) -> dict[str, 
         "Placement": placement_view(rec),
         "Audio": audio_view(rec),
     }
+    ran = what_ran(rec)
+    if ran:  # every result says what ran: backends, scheduler, mode, resolved lowering
+        caption = f'<p class="kz-ran">{html.escape(", ".join(f"{k}: {v}" for k, v in ran.items()))}</p>'
+        for t in ("T-evolution", "GFLOPs", "Ops", "Timeline"):
+            views[t].html.insert(0, caption)
+    return views
 
 
 def ok_pair(records: Sequence) -> tuple[Any, Any] | None:

@@ -1,6 +1,6 @@
 """`kzlab.Workbench()`: the notebook front end (ipywidgets 8, JupyterLab 4).
 
-The widgets hold no logic: Run builds a `RunSpec` from their values and calls `kzlab.ui.runner.execute`
+The widgets hold no logic: Run builds a `RunSpec` from their values and calls `kzlab.app.runner.execute`
 (the function `kzlab report` and `kzlab demo` call) in a worker thread, so the kernel stays responsive and
 the progress bar moves; Cancel asks the worker to stop. Each result tab shows a `kzlab.ui.views` view.
 
@@ -28,11 +28,13 @@ from pathlib import Path
 
 import ipywidgets as W
 
+from kzlab.analysis.placement.capabilities import names as capability_names
+from kzlab.app.builtins import BUILTINS, SPEECH
+from kzlab.app.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute
 from kzlab.graph import options as lowering_options
 from kzlab.graph.options import Lowering
+from kzlab.runtime.backends import available_backends
 from kzlab.ui import views as V
-from kzlab.ui.models import BUILTINS, SPEECH
-from kzlab.ui.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute
 
 NO_HEXAGON = "(none)"
 #: compact tables inside HTML widgets (JupyterLab's defaults are made for prose)
@@ -45,14 +47,10 @@ TABLE_CSS = (
 
 def hexagon_profiles() -> list[str]:
     """Hexagon capability profiles shipped with the placement simulator."""
-    d = Path(__file__).resolve().parents[1] / "analysis" / "placement" / "profiles"
-    names = sorted(p.stem for p in d.glob("hexagon-*.toml")) if d.is_dir() else []
-    return names or list(HEXAGON_PROFILES)
+    return [n for n in capability_names() if n.startswith("hexagon-")] or list(HEXAGON_PROFILES)
 
 
 def backend_choices() -> list[str]:
-    from kzlab.runtime.backends import available_backends
-
     return ["auto"] + [b for b in available_backends() if "HOST" not in b]
 
 
@@ -95,7 +93,9 @@ class Workbench:
                                   ensure_option=False)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.threads = W.BoundedIntText(value=cores, min=1, max=max(cores, 256), description="threads", style=style)
-        self.sched = W.Checkbox(value=False, description="scheduler (ggml_backend_sched)")
+        # checked = under ggml_backend_sched, unchecked = no scheduler, exactly; the default is what backend
+        # "auto" needs here (BLAS + CPU under the scheduler when this build has BLAS)
+        self.sched = W.Checkbox(value="blas" in available_backends(), description="scheduler (ggml_backend_sched)")
         self.op_offload = W.Checkbox(value=True, description="op_offload")
         self.weights_on = W.Text(value="", description="weights on", placeholder="backend name (default: first)",
                                  style=style)
@@ -211,7 +211,7 @@ class Workbench:
         try:
             total = len(specs)
             for k, spec in enumerate(specs):
-                spec.label = f"#{len(self.results) + 1} {Path(spec.model).stem} {spec.backend} {spec.lowering['conv']}"
+                n_run = len(self.results) + 1
 
                 def progress(i: int, n: int, text: str, k: int = k) -> None:
                     self.progress.max = n * total
@@ -219,6 +219,7 @@ class Workbench:
                     self._set_status(f"run {k + 1}/{total}: {html.escape(text)}")
 
                 rec = execute(spec, progress, canc)
+                rec.label = f"#{n_run} {rec.label}"  # execute labels it with what ran (backends, mode)
                 self.results.append(rec)
                 if rec.error:
                     self._set_status(f"error: {rec.error}", error=True)

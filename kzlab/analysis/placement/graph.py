@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kzlab.graph.blocks import build_decoder
+from kzlab.graph.blocks import build_graph
 from kzlab.graph.builder import GraphBuilder, LayerRecord, WeightTensors
-from kzlab.graph.options import Lowering
-from kzlab.graph.weights import prepare_weights
-from kzlab.model.weights import Model
+from kzlab.graph.options import LoweringPlan
+from kzlab.graph.prepared import prepare_weights
+from kzlab.model.model import Model
 
 
 @dataclass
@@ -27,16 +27,16 @@ class Graph:
         self.weights.free()
 
 
-def build(model: Model, lowering: Lowering, frames: int, weights: WeightTensors | None = None) -> Graph:
+def build(model: Model, plan: LoweringPlan, frames: int, weights: WeightTensors | None = None) -> Graph:
     """Build (never allocate) the whole decoder graph for `frames` code frames."""
-    wt = weights or WeightTensors(prepare_weights(model, lowering))
-    b = GraphBuilder(wt, lowering)
+    wt = weights or WeightTensors(prepare_weights(model, plan))
     try:
-        gf = b.finish(build_decoder(b, model.hparams, frames))
-    except Exception:
-        b.free()
+        b = build_graph(wt, plan, model.hparams, frames)
+    except BaseException:
+        if weights is None:
+            wt.free()
         raise
-    return Graph(wt, b, gf, b.layers)
+    return Graph(wt, b, b.gf, b.layers)
 
 
 def stage_of_nodes(names: list[str], layers: list[LayerRecord]) -> tuple[list[str], list[str]]:

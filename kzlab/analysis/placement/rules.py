@@ -1,6 +1,6 @@
 """Named supports_op conditions, transcribed from the ggml backends' C sources.
 
-A capability profile (profiles/*.toml) lists, per op, the names of the rules below; a rule looks at the
+A capability profile (devices/*.toml) lists, per op, the names of the rules below; a rule looks at the
 real ggml tensor of the node (type, ne, nb, contiguity, srcs) and returns None when the backend would
 accept it or a short reason when it would refuse it. Buffers are not read from the tensor: the simulator
 tells the rule which (possibly hypothetical) buffer kind a tensor lives in, so that a profile can be

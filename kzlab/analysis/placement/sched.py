@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ggml import ggml as g
 
-from kzlab.analysis.placement.profiles import BufferType, Profile
+from kzlab.analysis.placement.capabilities import BufferType, Capabilities
 from kzlab.analysis.placement.rules import addr
 from kzlab.errors import KzlabError
 
@@ -35,7 +35,7 @@ class SimBackend:
     """One entry of the scheduler's backend list: a name, its capability profile and its default buffer type."""
 
     name: str
-    profile: Profile
+    profile: Capabilities
     buft: BufferType
 
 

@@ -1,16 +1,12 @@
-"""A loaded decoder: hyperparameters plus weights under canonical roles, still memory-mapped from the file.
-
-Loading maps the file's names through a layout (`kzlab.formats.layout`), derives the hyperparameters
-from the shapes, then checks every role's presence, shape and dtype, so that the graph builders can trust
-what they get. Nothing is converted here except codebooks that come with usage counts (divided once, as
+"""File -> Model in one pass down: read (GGUF or HF directory), map names through a layout, derive the
+hyperparameters from the shapes, check every role's presence, shape and dtype, so that the graph builders can
+trust what they get. Nothing is converted here except codebooks that come with usage counts (divided once, as
 upstream does at every decode).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,97 +15,10 @@ import numpy as np
 from kzlab.errors import InvalidModelError, LayoutError
 from kzlab.formats import reader
 from kzlab.formats.layout import LayoutMap, builtin_layouts, get_layout
+from kzlab.model.checks import check_counts, check_hparams, count_nonfinite
 from kzlab.model.hparams import HParams, hparams_from
+from kzlab.model.model import QK8_0, Model, Weight, to_f32
 from kzlab.model.roles import Role, decoder_roles
-from kzlab.validate import check_counts, check_hparams, count_nonfinite
-
-QK8_0 = 32
-
-
-@dataclass
-class Weight:
-    """One canonical tensor. `data` is the file's bytes (a view) in PyTorch order; see `f32()`."""
-
-    role: str
-    source: str
-    type: str
-    shape: tuple[int, ...]
-    data: np.ndarray
-
-    def f32(self) -> np.ndarray:
-        """The values as float32 (dequantized for Q8_0, widened for F16/BF16)."""
-        return to_f32(self.type, self.data, self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes)
-
-    @property
-    def n_elements(self) -> int:
-        return int(np.prod(self.shape))
-
-
-def to_f32(type_name: str, data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if type_name == "F32":
-        return np.asarray(data, dtype=np.float32).reshape(shape)
-    if type_name == "F16":
-        return np.asarray(data).astype(np.float32).reshape(shape)
-    if type_name == "BF16":
-        return (np.asarray(data).astype(np.uint32) << 16).view(np.float32).reshape(shape)
-    if type_name == "Q8_0":
-        from gguf import GGMLQuantizationType
-        from gguf.quants import dequantize
-
-        return dequantize(np.asarray(data), GGMLQuantizationType.Q8_0).reshape(shape).astype(np.float32)
-    raise InvalidModelError(f"tensor type {type_name} is not supported (F32, F16, BF16, Q8_0)")
-
-
-@dataclass
-class Model:
-    """The decoder as a file holds it: what every later stage starts from."""
-
-    path: Path
-    layout: str
-    hparams: HParams
-    weights: dict[str, Weight]
-    metadata: dict[str, Any]
-    file_size: int
-    architecture: str | None
-    kind: str = "gguf"
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def n_params(self) -> int:
-        return sum(w.n_elements for r, w in self.weights.items() if not r.endswith(".usage"))
-
-    def dtype_histogram(self) -> dict[str, int]:
-        """Tensor count per stored type."""
-        return dict(Counter(w.type for w in self.weights.values()))
-
-    def dtype_bytes(self) -> dict[str, int]:
-        out: Counter[str] = Counter()
-        for w in self.weights.values():
-            out[w.type] += w.nbytes
-        return dict(out)
-
-    def __getitem__(self, role: str) -> Weight:
-        return self.weights[role]
-
-    def info(self) -> dict[str, Any]:
-        """What `kzlab info` prints."""
-        return {
-            "path": str(self.path),
-            "kind": self.kind,
-            "layout": self.layout,
-            "architecture": self.architecture,
-            "file_size": self.file_size,
-            "n_params": self.n_params,
-            "n_tensors": len(self.weights),
-            "dtypes": self.dtype_histogram(),
-            "dtype_bytes": self.dtype_bytes(),
-            "hparams": self.hparams.to_dict(),
-            "notes": list(self.notes),
-        }
 
 
 def detect_layout(raw: reader.RawFile) -> LayoutMap | None:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kzlab.formats.writer import write_gguf
+from kzlab.loader import load_model
 from kzlab.model.roles import decoder_roles
-from kzlab.model.weights import load_model
 
 
 def convert(

@@ -76,10 +76,3 @@ def fixture_codes(hp: HParams) -> np.ndarray:
         if codes.shape[0] == hp.num_quantizers and int(codes.max()) < min(hp.codebook_size, hp.semantic_codebook_size):
             return codes
     raise InvalidInputError(f"no fixture codes fit this decoder (codebook size {hp.codebook_size}) in {FIXTURES}")
-
-
-def random_codes(hp: HParams, frames: int, seed: int = 0) -> np.ndarray:
-    """Uniform random codes [num_quantizers, frames] within each codebook's range (the CLI's generator)."""
-    from kzlab.commands.common import random_codes as generate
-
-    return generate(frames, hp, seed)

@@ -16,14 +16,15 @@ from typing import Any
 
 from ggml import ggml as g
 
-from kzlab.analysis.placement import profiles
+from kzlab.analysis.placement import capabilities
+from kzlab.analysis.placement.capabilities import BufferType, Capabilities
 from kzlab.analysis.placement.graph import build, stage_of_nodes
-from kzlab.analysis.placement.profiles import BufferType, Profile
 from kzlab.analysis.placement.rules import addr
 from kzlab.analysis.placement.sched import Buffer, Result, SimBackend, Simulator
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
-from kzlab.model.weights import Model, load_model
+from kzlab.loader import load_model
+from kzlab.model.model import Model
 
 CAUSES = {
     "1.dst": "pinned by its buffer",
@@ -125,7 +126,7 @@ class Placement:
         lines = [
             f"profile {c['profile']} ({' > '.join(c['backends'])}), {c['frames']} frames, "
             f"weights on {c['weights_on']}, op_offload={c['op_offload']}",
-            f"lowering: {c['lowering_label']}",
+            f"lowering ({c.get('mode', 'portable')} mode): {c['lowering_label']}",
             "",
             f"{'conv layer':<18}{'kind':<6}{'T':>7}{'c_out':>6} {'src1':<7}{'rows':>7}{'mm':>4}  {'on':<9}verdict",
         ]
@@ -157,22 +158,22 @@ class Placement:
 
 
 # ---- backend sets -------------------------------------------------------------------------------------------
-def backend_set(profile: str | Profile) -> list[SimBackend]:
+def backend_set(profile: str | Capabilities) -> list[SimBackend]:
     """The scheduler's list for a profile: that backend first, the CPU last (a lone CPU for `cpu`)."""
-    p = profile if isinstance(profile, Profile) else profiles.load(profile)
-    cpu = profiles.load("cpu")
+    p = profile if isinstance(profile, Capabilities) else capabilities.load(profile)
+    cpu = capabilities.load("cpu")
     cpu_b = SimBackend(cpu.backend, cpu, cpu.buffer)
     if p.name == "cpu":
         return [cpu_b]
     return [SimBackend(p.backend, p, p.buffer), cpu_b]
 
 
-def custom_backends(spec: list[tuple[str, str | Profile, str]]) -> list[SimBackend]:
+def custom_backends(spec: list[tuple[str, str | Capabilities, str]]) -> list[SimBackend]:
     """[(backend name, profile, buffer type id), ...], highest priority first and the CPU last. Backends given
     the same buffer type id share one buffer type (as BLAS and the CPU do), which the upgrade pass relies on."""
     out = []
     for name, prof, buft_id in spec:
-        p = prof if isinstance(prof, Profile) else profiles.load(prof)
+        p = prof if isinstance(prof, Capabilities) else capabilities.load(prof)
         out.append(SimBackend(name, p, BufferType(buft_id, p.buffer.kind, p.buffer.host)))
     if not out or out[-1].profile.name != "cpu":
         raise InvalidOptionError("the backend list must end with the CPU (profile 'cpu')")
@@ -294,13 +295,13 @@ def conv_verdicts(nodes: list[NodePlacement], sim: Simulator, layers, low: Lower
 # ---- the entry point ---------------------------------------------------------------------------------------------
 def simulate(
     model_or_path: Model | str | Path,
-    profile: str | Profile = "hexagon-v0.15.2",
+    profile: str | Capabilities = "hexagon-v0.15.2",
     frames: int = 31,
     lowering: Lowering | dict | None = None,
     weights_on: str = "htp",
     op_offload: bool = True,
     layout: str | None = None,
-    backends: list[tuple[str, str | Profile, str]] | None = None,
+    backends: list[tuple[str, str | Capabilities, str]] | None = None,
     **lowering_kw: Any,
 ) -> Placement:
     """Predict ggml_backend_sched's placement of the decoder graph on `profile`'s backend + the CPU.
@@ -315,7 +316,10 @@ def simulate(
     if isinstance(lowering, dict):
         lowering = Lowering.from_dict(lowering)
     low = (lowering or Lowering()).replace(**lowering_kw) if lowering_kw else (lowering or Lowering())
-    low = low.resolved(cpu_only=False)  # the device's graph: ggml ops only, unless the user asks for fused
+    if getattr(low, "requested", None) is not None:
+        low = low.requested
+    # the device's graph: the portable lowering (ggml ops only); `fast` or a fused node is refused
+    low = low.resolve(cpu_only=False, where="the simulated device")
     model = model_or_path if isinstance(model_or_path, Model) else load_model(model_or_path, layout=layout)
     backends = custom_backends(backends) if backends else backend_set(profile)
     wbuft = _weights_buft(backends, weights_on)
@@ -332,7 +336,10 @@ def simulate(
             "profile_source": backends[0].profile.source,
             "backends": [b.name for b in backends],
             "frames": frames,
+            "mode": low.mode,
             "lowering": low.to_dict(),
+            "lowering_resolved": low.to_dict(),
+            "lowering_requested": low.request_dict(),
             "lowering_label": low.label(),
             "weights_on": next(b.name for b in backends if b.buft == wbuft),
             "op_offload": op_offload,

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 from ggml import ggml as g
 
-from kzlab.analysis.placement import profiles
+from kzlab.analysis.placement import capabilities
+from kzlab.analysis.placement.capabilities import BufferType
 from kzlab.analysis.placement.graph import build
-from kzlab.analysis.placement.profiles import BufferType
 from kzlab.analysis.placement.sched import SimBackend, Simulator, graph_tensors, real_buffers
 from kzlab.graph.options import Lowering
-from kzlab.model.weights import Model
+from kzlab.model.model import Model
 from kzlab.runtime.session import Session
 
 
@@ -111,7 +111,7 @@ def compare(model: Model, lowering: Lowering, backend: list[str], frames: int, o
         bufts: dict[int, BufferType] = {}
         sims = []
         for b in bs.backends:
-            prof = profiles.load(_profile_for(b.name))
+            prof = capabilities.load(_profile_for(b.name))
             bt = g.ggml_backend_get_default_buffer_type(b.handle)
             key = _ptr(bt)
             bufts.setdefault(
@@ -121,7 +121,7 @@ def compare(model: Model, lowering: Lowering, backend: list[str], frames: int, o
                 ),
             )
             sims.append(SimBackend(b.name, prof, bufts[key]))
-        gr = build(model, lowering, frames, weights=wt)
+        gr = build(model, s.plan, frames, weights=wt)
         try:
             nodes, leafs = graph_tensors(gr.gf)
             sim = Simulator(gr.gf, sims, real_buffers(nodes + leafs, bufts), op_offload)

@@ -12,13 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.codes import validate_codes
 from kzlab.errors import InvalidInputError
 from kzlab.graph.blocks import stage_input_shape, stage_names
-from kzlab.graph.options import Lowering
-from kzlab.model.weights import Model, load_model
-from kzlab.runtime.remote import RemoteSession, uses_rpc
+from kzlab.graph.options import Lowering, LoweringPlan
+from kzlab.loader import load_model
+from kzlab.model.model import Model
+from kzlab.runtime.budget import check_session_budget, parse_budget
+from kzlab.runtime.remote import RemoteSession
 from kzlab.runtime.session import Session
-from kzlab.validate import check_session_budget, parse_budget
+from kzlab.runtime.spec import BackendSpec, ResolvedBackends
 
 STAGE_ALIASES = {"latent": "decoder.0", "codes": "quantizer"}
 
@@ -32,39 +35,6 @@ class DecodeOutput:
     sample_rate: int = 24000
 
 
-def validate_codes(codes, hp) -> np.ndarray:
-    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong."""
-    try:
-        a = np.asarray(codes)
-    except (ValueError, TypeError) as e:  # ragged nested lists and the like
-        raise InvalidInputError(f"codes must be an integer array of shape [{hp.num_quantizers}, T]; {e}") from None
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
-        if np.issubdtype(a.dtype, np.floating) and a.size and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
-            raise InvalidInputError(
-                f"codes must be an integer array; got {a.dtype} (convert with codes.astype(np.int32) if intended)"
-            )
-        raise InvalidInputError(
-            f"codes must be an integer array of shape [{hp.num_quantizers}, T]; got dtype {a.dtype}"
-        )
-    if a.ndim == 3 and a.shape[0] == 1:
-        a = a[0]
-    if a.ndim != 2 or a.shape[0] != hp.num_quantizers:
-        raise InvalidInputError(f"codes must have shape [{hp.num_quantizers}, T]; got {list(a.shape)}")
-    if a.shape[1] < 1:
-        raise InvalidInputError("codes have no frames (T = 0)")
-    if a.min() < 0:
-        i, t = np.argwhere(a < 0)[0]
-        raise InvalidInputError(f"codes must be >= 0; codebook {i}, frame {t} is {a[i, t]}")
-    limits = np.array([hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1))
-    over = a >= limits[:, None]
-    if over.any():
-        i, t = np.argwhere(over)[0]
-        raise InvalidInputError(
-            f"code {a[i, t]} at codebook {i}, frame {t} is out of range: that codebook has {limits[i]} entries"
-        )
-    return np.ascontiguousarray(a, dtype=np.int32)
-
-
 class Decoder:
     """A loaded decoder bound to a backend setup and a lowering."""
 
@@ -72,30 +42,50 @@ class Decoder:
         self,
         model: Model,
         lowering: Lowering | None = None,
-        backend: str | list[str] = "auto",
-        threads: int | None = None,
-        sched: bool | None = None,
-        op_offload: bool = True,
-        weights_on: str | None = None,
+        backends: BackendSpec | None = None,
         memory_budget: int | str | None = None,
         rpc_timeout: float | None = None,
+        **backend_kw,
     ):
+        """`backends`: a BackendSpec, or its fields as keywords (backend=, threads=, sched=, op_offload=,
+        weights_on=); resolved once, with the lowering, when the session opens."""
         self.model = model
-        #: bytes (or '4GB'); None: kzlab.validate's default, a share of the RAM available at each decode
+        #: bytes (or '4GB'); None: kzlab.runtime.budget's default, a share of the RAM available at each decode
         self.memory_budget = memory_budget
         parse_budget(memory_budget)
-        if uses_rpc(backend):  # ggml aborts the process when an RPC server goes away: keep that in a worker
-            self.session = RemoteSession(model, lowering, backend, threads, sched, op_offload, weights_on, rpc_timeout)
+        spec = BackendSpec.from_kw(backends, **backend_kw)
+        if any(str(n).strip().lower().startswith("rpc") for n in spec.names()):
+            # ggml aborts the process when an RPC server goes away: keep that in a worker process
+            self.session = RemoteSession(model, lowering, spec, rpc_timeout)
         else:
-            self.session = Session(model, lowering, backend, threads, sched, op_offload, weights_on)
+            self.session = Session(model, lowering, spec)
 
     @property
     def hparams(self):
         return self.model.hparams
 
     @property
-    def lowering(self) -> Lowering:
-        return self.session.lowering
+    def lowering(self) -> LoweringPlan:
+        """The resolved lowering (no `auto` left): what this decoder's graphs are built from."""
+        return self.session.plan
+
+    @property
+    def plan(self) -> LoweringPlan:
+        return self.session.plan
+
+    @property
+    def mode(self) -> str:
+        """`portable` (ggml ops only) or `fast` (kzlab's fused CPU nodes): what the graphs really are."""
+        return self.session.plan.mode
+
+    @property
+    def resolved_backends(self) -> ResolvedBackends:
+        return self.session.resolved
+
+    @property
+    def backend_label(self) -> str:
+        """What runs: `cpu`, `sched[blas+cpu]`, ... (resolved, not what was asked)."""
+        return self.session.resolved.label
 
     @property
     def sample_rate(self) -> int:
@@ -191,7 +181,7 @@ class Decoder:
         hp = self.hparams
         return (
             f"Decoder({Path(self.model.path).name}, layout={self.model.layout}, latent={hp.latent_dim}, "
-            f"decoder_dim={hp.decoder_dim}, backend={self.session.backends.describe()}, {self.lowering.label()})"
+            f"decoder_dim={hp.decoder_dim}, backend={self.backend_label}, {self.lowering.label()})"
         )
 
 
@@ -199,18 +189,26 @@ def load(
     path,
     layout=None,
     lowering: Lowering | None = None,
-    backend="auto",
-    threads=None,
-    sched=None,
+    backend: str | list[str] | None = None,
+    threads: int | None = None,
+    sched: bool | None = None,
     op_offload: bool = True,
     weights_on: str | None = None,
     memory_budget: int | str | None = None,
     overrides: dict | None = None,
+    backends: BackendSpec | None = None,
     **lowering_kw,
 ) -> Decoder:
     """Load a decoder file (GGUF or HF directory) and bind it to a backend: the main entry point.
-    `overrides` gives hyperparameters the file cannot tell, e.g. `{"num_heads": 4}`."""
+
+    Backends: `backends=BackendSpec(...)` or its fields as keywords (`backend="auto"`, `sched=None`, ...);
+    `sched=False` means no scheduler. Lowering: `lowering=Lowering(...)` or its fields as keywords, `mode`
+    among them (`mode="portable"`: ggml ops only; `"fast"`: kzlab's fused CPU nodes). `overrides` gives
+    hyperparameters the file cannot tell, e.g. `{"num_heads": 4}`."""
     if lowering_kw:
         lowering = (lowering or Lowering()).replace(**lowering_kw)
+    spec = BackendSpec.from_kw(
+        backends, backend=backend, threads=threads, sched=sched, op_offload=op_offload, weights_on=weights_on
+    )
     model = load_model(path, layout=layout, overrides=overrides)
-    return Decoder(model, lowering, backend, threads, sched, op_offload, weights_on, memory_budget)
+    return Decoder(model, lowering, spec, memory_budget)

@@ -15,14 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kzlab.graph.options import Lowering
+from kzlab.graph.options import LoweringPlan
+from kzlab.model.model import Model, Weight
 from kzlab.model.roles import keeps_f16_in_q8_0
-from kzlab.model.weights import Model, Weight
 
 QK8_0 = 32
 SNAKE_EPS = 1e-9
-#: snake lowerings that take exp(alpha) and 1/(exp(beta)+eps) precomputed (auto resolves to one of them)
-FOLDED = ("folded", "fused", "auto")
 #: the two convs of a BigVGAN residual unit, which a fused unit reads in its own layout
 RESUNIT_CONV = re.compile(r"^dec\.\d+\.res\.\d+\.conv[12]\.weight$")
 #: the transposed conv of a BigVGAN block, which a fused convt reads in its own layout
@@ -118,7 +116,7 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
     return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
 
 
-def prepare_weights(model: Model, low: Lowering) -> dict[str, Prepared]:
+def prepare_weights(model: Model, low: LoweringPlan) -> dict[str, Prepared]:
     """Every weight of the model, laid out and typed for `low`. Keys are the graph's weight names."""
     out: dict[str, Prepared] = {}
     for role, w in model.weights.items():
@@ -127,13 +125,13 @@ def prepare_weights(model: Model, low: Lowering) -> dict[str, Prepared]:
     return out
 
 
-def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
+def _prepare_one(role: str, w: Weight, low: LoweringPlan) -> list[Prepared]:
     shape = w.shape
     if role.endswith(".codebook"):
         t = w.type if w.type in ("F32", "F16", "Q8_0") else "F32"
         return [_matrix(role, w, lambda a: a, (shape[1], shape[0]), t, True)]
     # a fused residual unit reads folded constants whatever the other snakes use
-    folded = low.snake in FOLDED or (low.resunit == "fused" and ".res." in role)
+    folded = low.folded_snake or (low.fused_resunit and ".res." in role)
     if role.endswith("snake.alpha") or role.endswith("act1.alpha") or role.endswith("act2.alpha"):
         a = w.f32()
         return [Prepared(role, "F32", (shape[0],), np.exp(a) if folded else a, role)]
@@ -148,7 +146,7 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
         return [Prepared(role, "F32", (C, K), np.ascontiguousarray(w.f32().reshape(C, K).T), role)]
     if role.endswith("convt.weight"):
         return [_prepare_convt(role, w, low)]
-    if low.resunit == "fused" and RESUNIT_CONV.search(role):
+    if low.fused_resunit and RESUNIT_CONV.search(role):
         # the fused residual unit's products read numpy [K, C_in, C_out] F32 matrices: ne [C_out, C_in, K]
         cout, cin, k = shape
         return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
@@ -160,7 +158,7 @@ def _prepare_one(role: str, w: Weight, low: Lowering) -> list[Prepared]:
     return [_matrix(role, w, lambda a: a, (in_f, out_f), t, True)]
 
 
-def _prepare_conv(role: str, w: Weight, low: Lowering) -> Prepared:
+def _prepare_conv(role: str, w: Weight, low: LoweringPlan) -> Prepared:
     cout, cin, k = w.shape
     if low.conv == "im2col-f32" and low.conv_src1 == "kernel" and cout == 1 and k > 1:
         # one output channel (the waveform conv): the activation is src0, the K taps are the 2-D src1, ne [C_in, K]
@@ -181,9 +179,9 @@ def _prepare_conv(role: str, w: Weight, low: Lowering) -> Prepared:
     return _matrix(role, w, lambda a: a.transpose(2, 0, 1), (cin, cout, k), t, k == 1)
 
 
-def _prepare_convt(role: str, w: Weight, low: Lowering) -> Prepared:
+def _prepare_convt(role: str, w: Weight, low: LoweringPlan) -> Prepared:
     cin, cout, k = w.shape
-    if low.convt == "fused" and BLOCK_CONVT.search(role) and 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES:
+    if low.fused_convt and BLOCK_CONVT.search(role) and 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES:
         # the fused node's product reads numpy [C_in, K, C_out] F32: ne [C_out, K, C_in]
         p = _matrix(role, w, lambda a: a.transpose(0, 2, 1), (cout, k, cin), "F32", False)
         p.layout = "snake-convt"

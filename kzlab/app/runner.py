@@ -10,9 +10,6 @@ between steps and, during the decode, at the next ggml node boundary (`Session.c
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import os
-import platform
 import threading
 import time
 import traceback
@@ -23,9 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from kzlab.app.builtins import SPEECH, fixture_codes, resolve_model
+from kzlab.codes import load_codes, random_codes
+from kzlab.environment import machine_info
 from kzlab.errors import Cancelled, InvalidInputError, InvalidOptionError, KzlabError
 from kzlab.graph.options import Lowering
-from kzlab.ui.models import SPEECH, fixture_codes, random_codes, resolve_model
+from kzlab.runtime.spec import BackendSpec
 
 INPUTS = ("fixture", "random", "npy", "audio")
 STEPS = ("load", "input", "decode", "profile", "placement")
@@ -41,9 +41,9 @@ class RunSpec:
     frames: int = 8
     npy_path: str = ""
     audio_path: str = ""
-    backend: str = "auto"
+    backend: str | list[str] = "auto"
     threads: int | None = None
-    sched: bool = False
+    sched: bool | None = None  # True: under the scheduler; False: none; None: as the backends need
     op_offload: bool = True
     weights_on: str | None = None
     lowering: dict = field(default_factory=dict)
@@ -54,6 +54,10 @@ class RunSpec:
 
     def lowering_obj(self) -> Lowering:
         return Lowering.from_dict(dict(self.lowering))
+
+    def backend_spec(self) -> BackendSpec:
+        backend = tuple(self.backend) if isinstance(self.backend, list | tuple) else self.backend
+        return BackendSpec(backend, self.threads, self.sched, self.op_offload, self.weights_on or None)
 
 
 @dataclass
@@ -74,42 +78,31 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)
     reference: np.ndarray | None = None  # the recording a known-answer latent came from
     machine: dict = field(default_factory=dict)
+    #: what ran, resolved once when the decoder opened: backends (names, sched, threads...), mode, lowering
+    backends_resolved: dict = field(default_factory=dict)
+    backend_label: str = ""
+    mode: str = ""
+    lowering_resolved: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     def config(self) -> dict:
-        """The run configuration as plain values (for tables and reports)."""
+        """The run configuration as plain values (for tables and reports): what was asked (`*_requested`)
+        next to what ran (backend_label, sched, mode, lowering_resolved)."""
         d = asdict(self.spec)
-        d["lowering"] = self.spec.lowering_obj().to_dict() if self.error is None else dict(self.spec.lowering)
+        d["backend_requested"] = d.pop("backend")
+        d["sched_requested"] = d.pop("sched")
+        d["lowering_requested"] = dict(self.spec.lowering)
+        d.pop("lowering")
         d["model_path"] = self.model_path
+        d["backend_label"] = self.backend_label
+        d["sched"] = self.backends_resolved.get("sched")
+        d["threads"] = self.backends_resolved.get("threads", d["threads"])
+        d["mode"] = self.mode
+        d["lowering_resolved"] = dict(self.lowering_resolved)
         return d
-
-
-def machine_info() -> dict[str, str]:
-    """A short description of this machine and the versions a result depends on."""
-    from kzlab.analysis.api import cpu_name
-
-    cpu = cpu_name(platform.machine())
-
-    def ver(dist: str) -> str:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
-
-    from kzlab import __version__
-
-    return {
-        "cpu": cpu,
-        "cores": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
-        "system": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "kzlab": __version__,
-        "ggml-python": ver("ggml-python"),
-        "numpy": ver("numpy"),
-    }
 
 
 def optional_api(module: str, name: str):
@@ -145,8 +138,6 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
     if spec.input == "random":
         return "codes", random_codes(hp, int(spec.frames)), None
     if spec.input == "npy":
-        from kzlab.commands.common import load_codes
-
         if not spec.npy_path:
             raise InvalidInputError("input 'npy' needs a codes file path")
         return "codes", load_codes(spec.npy_path), None
@@ -169,7 +160,7 @@ def execute(
     canceller: Canceller | None = None,
 ) -> RunRecord:
     """Run `spec`; never raises for kzlab errors (they land in `record.error`)."""
-    import kzlab
+    from kzlab.runtime.decoder import load
 
     canc = canceller or Canceller()
     rec = RunRecord(spec=spec, label=spec.label or "run", machine=machine_info())
@@ -186,18 +177,15 @@ def execute(
         path = resolve_model(spec.model, progress=lambda m: progress(0, n, m) if progress else None)
         rec.model_path = str(path)
         if not spec.label:
-            rec.label = f"{Path(path).stem} {spec.backend}"
+            rec.label = Path(path).stem
         low = spec.lowering_obj()
-        dec = kzlab.load(
-            path,
-            lowering=low,
-            backend=spec.backend,
-            threads=spec.threads,
-            sched=True if spec.sched else None,
-            op_offload=spec.op_offload,
-            weights_on=spec.weights_on or None,
-        )
+        dec = load(path, lowering=low, backends=spec.backend_spec())
         canc.session = dec.session
+        rec.backends_resolved = dec.resolved_backends.to_dict()
+        rec.backend_label, rec.mode = dec.backend_label, dec.mode
+        rec.lowering_resolved = dec.lowering.to_dict()
+        if not spec.label:
+            rec.label = f"{rec.label} {rec.backend_label} {rec.mode}"
         rec.sample_rate = dec.sample_rate
         step(1, "preparing the input")
         kind, x, rec.reference = _input(spec, dec)
@@ -208,22 +196,18 @@ def execute(
         rec.decode, rec.wav = out, out.wav
         canc.session = None
         step(3, "profiling")
-        prof_fn = optional_api("kzlab.analysis.api", "profile")
+        prof_fn = optional_api("kzlab.analysis.profile", "profile")
         if not spec.profile:
             rec.notes.append("not profiled (profile=False)")
         elif prof_fn is None:
-            rec.notes.append("profiler not available in this installation (kzlab.analysis.api)")
+            rec.notes.append("profiler not available in this installation (kzlab.analysis.profile)")
         else:
             codes = x if kind == "codes" else random_codes(dec.hparams, max(1, x.shape[1] // 4))
             try:
                 rec.profile = prof_fn(
                     str(path),
                     codes=codes,
-                    backend=spec.backend,
-                    threads=spec.threads,
-                    sched=True if spec.sched else None,
-                    op_offload=spec.op_offload,
-                    weights_on=spec.weights_on or None,
+                    backends=spec.backend_spec(),
                     lowering=low,
                     repeat=max(1, int(spec.repeat)),
                     warmup=1,
@@ -232,14 +216,16 @@ def execute(
                 rec.notes.append(f"profile failed: {e}")
         step(4, "simulating placement")
         if spec.hexagon_profile:
-            sim = optional_api("kzlab.analysis.placement.api", "simulate")
+            sim = optional_api("kzlab.analysis.placement.simulate", "simulate")
             if sim is None:
                 rec.notes.append("placement simulator not available in this installation")
             else:
                 frames = x.shape[1] if kind == "codes" else max(1, x.shape[1] // 4)
                 try:
+                    # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
                     rec.placement = sim(
-                        str(path), profile=spec.hexagon_profile, frames=frames, lowering=low, weights_on="htp"
+                        str(path), profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
+                        weights_on="htp",
                     )
                 except KzlabError as e:
                     rec.notes.append(f"placement failed: {e}")

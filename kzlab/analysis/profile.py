@@ -1,5 +1,7 @@
 """`kzlab.profile(...)`: time the real decoder graph node by node and return a `Profile` of plain data.
 
+(`Profile` is a timing result; a backend's capabilities are `kzlab.analysis.placement.capabilities`.)
+
 A Profile is what plots, widgets, reports and the CLI read, so its field names are an interface:
 `config`, `wall_ms`, `profiled_ms`, `overhead_ratio`, `layers`, `nodes`, `splits`, `peak_gflops`,
 `evolution`, `wav`. Times are medians over `repeat` runs after `warmup` runs. `wall_ms` is the plain run
@@ -12,64 +14,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import platform
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ggml import ggml as g
 
 from kzlab.analysis.evolution import evolution as stage_evolution
+from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
+from kzlab.codes import random_codes, validate_codes
+from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
+from kzlab.loader import load_model
+from kzlab.model.model import Model
+from kzlab.runtime.decoder import Decoder
+from kzlab.runtime.profiler import Profiler
+from kzlab.runtime.session import Session
+from kzlab.runtime.spec import BackendSpec
 
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
-
-
-def cpu_name(default: str = "") -> str:
-    """The CPU model from /proc/cpuinfo, else platform.processor(), else `default`."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or default
-
-
-def machine() -> dict[str, Any]:
-    """A short description of this machine (CPU model, cores, OS, Python)."""
-    cpu = cpu_name()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    names = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT")
-    threads = {k: os.environ[k] for k in names if k in os.environ}  # thread settings change the timings
-    return {
-        "cpu": cpu,
-        "cores": cores,
-        "system": platform.platform(),
-        "python": platform.python_version(),
-        "thread_env": threads,
-    }
-
-
-def versions() -> dict[str, str]:
-    from kzlab import __version__
-
-    out = {"kzlab": __version__}
-    try:
-        out["ggml_python"] = metadata.version("ggml-python")
-    except metadata.PackageNotFoundError:
-        out["ggml_python"] = "unknown"
-    try:
-        out["ggml"] = g.ggml_version().decode()
-    except AttributeError:
-        out["ggml"] = "unknown"
-    return out
 
 
 @dataclass
@@ -114,10 +80,7 @@ class Profile:
                 r["time_ms"] += n["time_ms"]
                 r["flops"] += n["flops"]
                 r["bytes"] += n["bytes"]
-        for r in out.values():
-            r["share"] = r["time_ms"] / total
-            r["gflops"] = achieved(r["flops"], r["time_ms"])
-        return list(out.values())
+        return _with_rates(out.values(), total)
 
     def by_op(self) -> list[dict[str, Any]]:
         """Time, count, FLOPs and bytes per ggml op, slowest first."""
@@ -129,10 +92,7 @@ class Profile:
             r["time_ms"] += n["time_ms"]
             r["flops"] += n["flops"]
             r["bytes"] += n["bytes"]
-        for r in out.values():
-            r["share"] = r["time_ms"] / total
-            r["gflops"] = achieved(r["flops"], r["time_ms"])
-        return sorted(out.values(), key=lambda r: -r["time_ms"])
+        return sorted(_with_rates(out.values(), total), key=lambda r: -r["time_ms"])
 
     def share(self, stage_prefix: str = "decoder.") -> float:
         """Fraction of the node time spent in stages whose name starts with `stage_prefix`."""
@@ -174,6 +134,15 @@ class Profile:
         """Chrome trace JSON (Perfetto): a track per backend, stages > layers > ops, microseconds."""
         stage_of = {lay["path"]: lay["stage"] for lay in self.layers}
         return _write_trace(path, self.nodes, stage_of, f"kzlab {Path(self.config.get('model', '')).name}")
+
+
+def _with_rates(rows, total_ms: float) -> list[dict[str, Any]]:
+    """Aggregated rows with their share of the node time and their achieved GF/s added."""
+    rows = list(rows)
+    for r in rows:
+        r["share"] = r["time_ms"] / total_ms
+        r["gflops"] = achieved(r["flops"], r["time_ms"])
+    return rows
 
 
 def _jsonable(o):
@@ -221,7 +190,15 @@ def _layer_rows(records, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _node_cost(n) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of a measured node, from the op table."""
+    out = TensorInfo(tuple(n.ne), n.type, n.nbytes)
+    srcs = [TensorInfo(tuple(ne), t, nb) for ne, t, nb in zip(n.src_ne, n.src_types, n.src_nbytes, strict=True)]
+    return op_flops(n.op, out, srcs), op_bytes(n.op, out, srcs)
+
+
 def _node_rows(nodes, stage_of: dict[str, str]) -> list[dict[str, Any]]:
+    costs = [_node_cost(n) for n in nodes]
     return [
         {
             "index": n.index,
@@ -232,8 +209,8 @@ def _node_rows(nodes, stage_of: dict[str, str]) -> list[dict[str, Any]]:
             "backend": n.backend,
             "time_ms": n.time_ms,
             "spread_ms": n.spread_ms,
-            "flops": n.flops,
-            "bytes": n.bytes,
+            "flops": cost[0],
+            "bytes": cost[1],
             "ne": list(n.ne),
             "type": n.type,
             "src_names": n.src_names,
@@ -241,7 +218,7 @@ def _node_rows(nodes, stage_of: dict[str, str]) -> list[dict[str, Any]]:
             "src_types": n.src_types,
             "is_view": n.is_view,
         }
-        for n in nodes
+        for n, cost in zip(nodes, costs, strict=True)
     ]
 
 
@@ -249,7 +226,7 @@ def profile(
     model_or_path,
     frames: int | None = 31,
     codes=None,
-    backend: str | list[str] = "auto",
+    backend: str | list[str] | None = None,
     threads: int | None = None,
     sched: bool | None = None,
     op_offload: bool = True,
@@ -260,27 +237,28 @@ def profile(
     layout=None,
     seed: int = 0,
     peak: bool = True,
+    backends: BackendSpec | None = None,
     **lowering_kw,
 ) -> Profile:
     """Profile one decode of `codes` (or of `frames` random frames) on the given backend setup.
 
     `model_or_path`: a decoder file / HF directory, a loaded `Model`, or a `Decoder` (its model and, unless
-    given here, its lowering). Lowering options may be passed as `lowering=Lowering(...)` or as keywords
-    (`conv="ktap"`). `peak=False` skips the MUL_MAT microbenchmark (peak_gflops is then 0).
+    given here, its lowering request). Backends: `backends=BackendSpec(...)` or its fields as keywords
+    (`sched=False` means no scheduler). Lowering options may be passed as `lowering=Lowering(...)` or as keywords
+    (`conv="ktap"`, `mode="portable"`). `peak=False` skips the MUL_MAT microbenchmark (peak_gflops is then 0).
+    The config records what was asked (`*_requested`) next to what ran (backend, sched, mode,
+    `lowering_resolved`).
     """
-    from kzlab.commands.common import random_codes
-    from kzlab.decoder import Decoder, validate_codes
-    from kzlab.model.weights import Model, load_model
-    from kzlab.runtime.profiler import Profiler
-    from kzlab.runtime.session import Session
-
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise InvalidOptionError(f"repeat={repeat!r}: expected an integer >= 1")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise InvalidOptionError(f"warmup={warmup!r}: expected an integer >= 0")
+    spec = BackendSpec.from_kw(
+        backends, backend=backend, threads=threads, sched=sched, op_offload=op_offload, weights_on=weights_on
+    )
     if isinstance(model_or_path, Decoder):
         model = model_or_path.model
-        lowering = lowering or model_or_path.lowering
+        lowering = lowering or model_or_path.plan.requested or model_or_path.plan
     elif isinstance(model_or_path, Model):
         model = model_or_path
     else:
@@ -294,22 +272,27 @@ def profile(
     else:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
             raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
-        c = random_codes(frames, hp, seed)
+        c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
-    with Session(model, lowering, backend, threads, sched, op_offload, weights_on) as s:
+    with Session(model, lowering, spec) as s:
         meas = Profiler(s).measure(T, {"codes": c}, repeat=repeat, warmup=warmup)
         records = list(s.graph(T).layers)
-        bs = s.backends
+        rb, plan = s.resolved, s.plan
         config = {
-            **lowering.to_dict(),
-            "lowering": lowering.to_dict(),
-            "lowering_label": lowering.label(),
-            "backend": [b.name for b in bs.backends],
-            "backend_label": bs.describe(),
-            "threads": bs.threads,
-            "sched": bs.use_sched,
-            "op_offload": bs.op_offload,
-            "weights_on": bs.weights_name,
+            **plan.to_dict(),
+            "mode": plan.mode,
+            "lowering": plan.to_dict(),
+            "lowering_resolved": plan.to_dict(),
+            "lowering_requested": plan.request_dict(),
+            "lowering_label": plan.label(),
+            "backend": list(rb.names),
+            "backend_label": rb.label,
+            "backend_requested": _request_text(spec.backend),
+            "threads": rb.threads,
+            "sched": rb.sched,
+            "sched_requested": spec.sched,
+            "op_offload": rb.op_offload,
+            "weights_on": rb.weights_on,
             "frames": T,
             "samples": int(meas.output.shape[-1]) if meas.output is not None else 0,
             "model": str(model.path),
@@ -343,3 +326,7 @@ def profile(
         evolution=stage_evolution(records),
         wav=meas.output,
     )
+
+
+def _request_text(backend: str | tuple[str, ...]) -> str | list[str]:
+    return backend if isinstance(backend, str) else list(backend)

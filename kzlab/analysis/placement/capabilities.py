@@ -1,6 +1,7 @@
-"""Capability profiles: one TOML table per backend (version), read from profiles/*.toml.
+"""Capability profiles: what a backend (of one ggml version) accepts, one TOML table each, read from
+devices/*.toml. (A timing result is a `kzlab.analysis.profile.Profile`; this is a backend's `Capabilities`.)
 
-A profile is data so that it can be read next to the C source it transcribes: which buffer kinds the
+A capability profile is data so that it can be read next to the C source it transcribes: which buffer kinds the
 backend accepts (supports_buft), which ops it accepts and under which named rules (supports_op, see
 rules.py), and whether it has an offload_op hook.
 """
@@ -17,7 +18,7 @@ from ggml import ggml as g
 from kzlab.analysis.placement.rules import RULES, Env, check
 from kzlab.errors import InvalidOptionError
 
-DIR = Path(__file__).parent / "profiles"
+DIR = Path(__file__).parent / "devices"
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,9 @@ class BufferType:
 
 
 @dataclass
-class Profile:
+class Capabilities:
+    """One backend's capabilities as ggml's supports_buft / supports_op / offload_op would answer."""
+
     name: str
     backend: str
     source: str
@@ -85,10 +88,10 @@ def _read(name: str) -> dict:
     return tomllib.loads(path.read_text())
 
 
-def load(name: str) -> Profile:
+def load(name: str) -> Capabilities:
     d = dict(_read(name))
     buf = d.pop("buffer")
-    p = Profile(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)
+    p = Capabilities(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)
     for items in [p.all, *p.ops.values()]:
         for item in items:
             rname = item if isinstance(item, str) else item[0]

@@ -1,0 +1,75 @@
+"""Codes, the decoder's input: read from a file, generated at random, and validated before ggml sees them.
+
+Wrong codes (a float array, a wrong shape, a code past its codebook) would otherwise index outside a ggml
+tensor; here they are a clear `InvalidInputError`. `hp` is the decoder's HParams (anything with
+`num_quantizers`, `codebook_size` and `semantic_codebook_size`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kzlab.errors import InvalidInputError
+
+
+def validate_codes(codes, hp) -> np.ndarray:
+    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong."""
+    try:
+        a = np.asarray(codes)
+    except (ValueError, TypeError) as e:  # ragged nested lists and the like
+        raise InvalidInputError(f"codes must be an integer array of shape [{hp.num_quantizers}, T]; {e}") from None
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        if np.issubdtype(a.dtype, np.floating) and a.size and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            raise InvalidInputError(
+                f"codes must be an integer array; got {a.dtype} (convert with codes.astype(np.int32) if intended)"
+            )
+        raise InvalidInputError(
+            f"codes must be an integer array of shape [{hp.num_quantizers}, T]; got dtype {a.dtype}"
+        )
+    if a.ndim == 3 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 2 or a.shape[0] != hp.num_quantizers:
+        raise InvalidInputError(f"codes must have shape [{hp.num_quantizers}, T]; got {list(a.shape)}")
+    if a.shape[1] < 1:
+        raise InvalidInputError("codes have no frames (T = 0)")
+    if a.min() < 0:
+        i, t = np.argwhere(a < 0)[0]
+        raise InvalidInputError(f"codes must be >= 0; codebook {i}, frame {t} is {a[i, t]}")
+    limits = np.array([hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1))
+    over = a >= limits[:, None]
+    if over.any():
+        i, t = np.argwhere(over)[0]
+        raise InvalidInputError(
+            f"code {a[i, t]} at codebook {i}, frame {t} is out of range: that codebook has {limits[i]} entries"
+        )
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def load_codes(path: str) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"{p}: no such codes file")
+    try:
+        if p.suffix == ".npz":
+            z = np.load(p)
+            key = "codes" if "codes" in z else list(z.keys())[0]
+            return z[key]
+        if p.suffix == ".json":
+            return np.asarray(json.loads(p.read_text()))
+        return np.load(p, allow_pickle=False)
+    except (ValueError, OSError, json.JSONDecodeError) as e:
+        raise InvalidInputError(f"{p}: cannot read codes: {e}") from None
+
+
+def random_codes(hp: Any, frames: int, seed: int = 0) -> np.ndarray:
+    """Uniform random codes [num_quantizers, frames] within each codebook's range (reproducible by `seed`)."""
+    if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1:
+        raise InvalidInputError(f"frames must be an integer >= 1; got {frames!r}")
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, hp.codebook_size, size=(hp.num_quantizers, int(frames)), dtype=np.int32)
+    c[0] = rng.integers(0, hp.semantic_codebook_size, size=int(frames))
+    return c

@@ -1,0 +1,60 @@
+"""kzlab's fused CPU nodes (`ggml_custom_4d` running numpy kernels): SnakeBeta, and the whole BigVGAN residual unit.
+
+Why SnakeBeta: ggml 0.15.3 computes SIN with scalar `sinf` (about 10 ns per element here), and in a
+channels-first activation every per-channel MUL/ADD is a broadcast of one value per row, which ggml's binary
+ops walk one element at a time. Folded SnakeBeta is five such passes (MUL, SIN, SQR, MUL, ADD) over the
+largest tensors of the decoder; at 31 frames it was about a third of the CPU decode. numpy's float32 `sin` is
+SIMD (AVX2 / AVX-512), and working block by block keeps each block in cache for all five steps, so the fused
+node costs roughly a third of the five ggml nodes (benchmarks/decode.py).
+
+The snake node's sources are the activation, the two folded constant vectors (exp(alpha) and
+1/(exp(beta)+1e-9)) and, where the conv before it has one, that conv's bias, which the node adds first (in a
+channels-first tensor a per-channel ADD is one of those slow broadcasts). The node can also write its output
+in the other memory order, which removes the transpose (a CONT) a following 1x1 conv or transposed conv needs.
+
+Why the residual unit (SnakeBeta, dilated k=7 conv, SnakeBeta, 1x1 conv, residual add): lowered to ggml ops it
+is an IM2COL that writes 7 copies of its input (ggml's F32 im2col moves about 2 GB/s here), a PAD, a product
+and four more passes over tensors of 6-23 MB, i.e. mostly memory traffic. The fused node works on tiles of a
+few hundred frames that stay in cache: snake, the conv as K shifted products accumulated in place (no im2col),
+snake, the 1x1 product, bias and residual, then the tile is written once. The products are numpy's BLAS
+(sgemm), each ggml thread taking its own range of tiles, so numpy's BLAS is held to one thread in ggml's
+threads (`after_compute` gives the user's setting back).
+
+The scheduler, the profiler and the placement simulator see real nodes with real inputs. They run on ggml's
+CPU backend only: a device backend (RPC, GPU, Hexagon) cannot call back into this process, which is why
+they exist only in the `fast` mode, on CPU and BLAS backends (`kzlab.graph.options`).
+
+ggml runs a kernel on each of its threads with (ith, nth); each thread takes a range of channels or frames.
+numpy releases the GIL inside its loops and BLAS calls, so the threads overlap. An exception in a kernel
+cannot cross ggml's C frames: it is recorded and raised by `after_compute()` once the graph returns.
+
+Layout: `kernels.py` the numpy arithmetic (no ggml), `nodes.py` the ggml custom-op glue, `threads.py` the
+control of numpy's BLAS threads inside ggml's threads.
+"""
+
+from kzlab.graph.fused.kernels import (
+    UNIT_MAX_ROWS,
+    UNIT_MIN_ROWS,
+    UNIT_TILE_BYTES,
+    convt_rows,
+    convt_tile_rows,
+    unit_rows,
+    unit_tile_rows,
+)
+from kzlab.graph.fused.nodes import UNIT_SOURCES, after_compute, raise_pending, residual_unit, snake, snake_convt
+
+__all__ = [
+    "UNIT_MAX_ROWS",
+    "UNIT_MIN_ROWS",
+    "UNIT_SOURCES",
+    "UNIT_TILE_BYTES",
+    "after_compute",
+    "convt_rows",
+    "convt_tile_rows",
+    "raise_pending",
+    "residual_unit",
+    "snake",
+    "snake_convt",
+    "unit_rows",
+    "unit_tile_rows",
+]

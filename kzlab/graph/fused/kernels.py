@@ -1,0 +1,124 @@
+"""The fused nodes' arithmetic in plain numpy, on [frames, channels] arrays: no ggml, no threads.
+
+Kept apart from the ggml glue (`nodes.py`) so that each kernel can be checked against float64 numpy on its
+own, and reused wherever the same tile arithmetic is needed. See `kzlab.graph.fused` for why these exist.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: elements per block: small enough to stay in L2 across the five steps
+BLOCK = 1 << 15
+
+
+def snake_block(x: np.ndarray, y: np.ndarray, a: np.ndarray, inv_b: np.ndarray, bias: np.ndarray | None) -> None:
+    """y = h + inv_b * sin(a * h)^2 with h = x (+ bias); a, inv_b, bias broadcast against x (numpy rules).
+
+    `y` may be a transposed view of the output (the fused node also changes the memory order)."""
+    h = x + bias if bias is not None else x
+    tmp = np.multiply(h, a)
+    np.sin(tmp, out=tmp)
+    np.square(tmp, out=tmp)
+    tmp *= inv_b
+    np.add(tmp, h, out=y)
+
+
+#: bytes of one tile's activation rows (frames x channels x 4): a tile, its snake and its products stay in L2
+UNIT_TILE_BYTES = 1 << 19
+UNIT_MIN_ROWS, UNIT_MAX_ROWS = 256, 4096
+
+
+def unit_tile_rows(C: int) -> int:
+    """Frames per tile of the fused residual unit for C channels."""
+    return int(min(UNIT_MAX_ROWS, max(UNIT_MIN_ROWS, UNIT_TILE_BYTES // (4 * C))))
+
+
+def snake_rows(
+    x: np.ndarray, y: np.ndarray, a: np.ndarray, inv_b: np.ndarray, tmp: np.ndarray, bias: np.ndarray | None = None
+) -> None:
+    """SnakeBeta on [rows, C] blocks without allocating: y = h + inv_b * sin(a * h)^2, h = x (+ bias).
+
+    `y` may be `x` (in place); `tmp` is scratch of the same shape."""
+    h = x
+    if bias is not None:
+        np.add(x, bias, out=y)
+        h = y
+    np.multiply(h, a, out=tmp)
+    np.sin(tmp, out=tmp)
+    np.square(tmp, out=tmp)
+    tmp *= inv_b
+    np.add(h, tmp, out=y)
+
+
+def unit_rows(
+    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], dilation: int, t0: int, t1: int, tile: int
+) -> None:
+    """Output frames [t0, t1) of one residual unit, a tile at a time; x and y are [T, C] (any strides).
+
+    y = x + conv2(snake2(conv1(snake1(x)) + b1)) + b2, conv1 causal with kernel K and `dilation`: output frame t
+    reads snake1(x) at t - (K-1)*dilation ... t, zeros before frame 0 (the conv's left padding)."""
+    W1, W2 = p["conv1.weight"], p["conv2.weight"]  # [K, C, C] and [C, C], numpy order: h @ W
+    K, C = W1.shape[0], W1.shape[1]
+    halo = (K - 1) * dilation
+    S = np.empty((tile + halo, C), np.float32)  # snake1 of the tile and the frames its first outputs read
+    S_tmp = np.empty_like(S)
+    H = np.empty((tile, C), np.float32)
+    tmp = np.empty((tile, C), np.float32)
+    for s in range(t0, t1, tile):
+        n = min(tile, t1 - s)
+        lo = s - halo
+        if lo < 0:
+            S[:-lo] = 0.0
+            snake_rows(x[: s + n], S[-lo : halo + n], p["act1.alpha"], p["act1.beta"], S_tmp[-lo : halo + n])
+        else:
+            snake_rows(x[lo : s + n], S[: halo + n], p["act1.alpha"], p["act1.beta"], S_tmp[: halo + n])
+        h, tm = H[:n], tmp[:n]
+        np.matmul(S[:n], W1[0], out=h)
+        for k in range(1, K):
+            np.matmul(S[k * dilation : k * dilation + n], W1[k], out=tm)
+            h += tm
+        snake_rows(h, h, p["act2.alpha"], p["act2.beta"], tm, bias=p["conv1.bias"])
+        out = y[s : s + n]
+        np.matmul(h, W2, out=tm)
+        tm += p["conv2.bias"]
+        np.add(tm, x[s : s + n], out=out)
+
+
+#: bytes of one tile's products (input frames x K x C_out x 4)
+CONVT_TILE_BYTES = 1 << 21
+#: at least this many frames per tile: each tile streams the whole weight through the cache once
+CONVT_MIN_ROWS = 256
+
+
+def convt_tile_rows(k: int, c_out: int) -> int:
+    """Input frames per tile of the fused transposed conv."""
+    return int(max(CONVT_MIN_ROWS, CONVT_TILE_BYTES // (4 * k * c_out)))
+
+
+def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, a: int, b: int, tile: int) -> None:
+    """Input frames [a, b) of SnakeBeta + causal ConvTranspose1d (kernel 2 x stride, trimmed on the right).
+
+    x is [T, C_in] (any strides), y is [T x stride, C_out] channels-last. Output frame t*stride + j is
+    snake(x)[t] . W[:, j] + snake(x)[t-1] . W[:, j + stride] + bias, so a tile reads one input frame before
+    its start: one product per tile, P [frames, K, C_out], and the overlap-add is one add of two halves of P."""
+    W = p["weight"]  # [C_in, K, C_out]
+    c_in, k, c_out = W.shape
+    W2 = W.reshape(c_in, k * c_out)
+    r = stride
+    S = np.empty((tile + 1, c_in), np.float32)
+    S_tmp = np.empty_like(S)
+    P = np.empty((tile + 1, k * c_out), np.float32)
+    for s in range(a, b, tile):
+        e = min(b, s + tile)
+        s0 = max(0, s - 1)
+        n = e - s0
+        snake_rows(x[s0:e], S[:n], p["alpha"], p["beta"], S_tmp[:n])
+        P3 = np.matmul(S[:n], W2, out=P[:n]).reshape(n, k, c_out)
+        y3 = y[s * r : e * r].reshape(e - s, r, c_out)
+        if s0 == s:  # the first frame of the signal: nothing before it
+            np.copyto(y3[0], P3[0, :r])
+            np.add(P3[1:, :r], P3[:-1, r:], out=y3[1:])
+        else:
+            np.add(P3[1:, :r], P3[:-1, r:], out=y3)
+        y3 += p["bias"]

@@ -1,0 +1,212 @@
+"""The ggml side of kzlab's fused CPU nodes: `ggml_custom_4d` nodes whose callbacks run the numpy kernels of
+`kernels.py` on each of ggml's threads (ith, nth), each thread taking a range of channels or frames.
+
+An exception in a kernel cannot cross ggml's C frames: it is recorded and raised by `after_compute()` once
+the graph returns. The callbacks are module-level objects: their C pointers must outlive every graph.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+from ggml import ggml as g
+
+from kzlab.errors import BackendError
+from kzlab.graph.fused.kernels import (
+    BLOCK,
+    convt_rows,
+    convt_tile_rows,
+    snake_block,
+    unit_rows,
+    unit_tile_rows,
+)
+from kzlab.graph.fused.threads import blas_one_thread, restore_blas
+
+_F32P = ctypes.POINTER(ctypes.c_float)
+_errors: list[BaseException] = []
+_errors_lock = threading.Lock()
+#: userdata bits: input channels-last, output channels-last, a bias vector is source 3
+IN_CL, OUT_CL, HAS_BIAS = 1, 2, 4
+
+
+def _array(t, shape: tuple[int, ...]) -> np.ndarray:
+    return np.ctypeslib.as_array(ctypes.cast(t.contents.data, _F32P), shape=shape)
+
+
+def _snake_kernel(dst, ith: int, nth: int, userdata) -> None:
+    try:
+        flags = int(userdata or 0)
+        d = dst.contents
+        src = d.src[0].contents
+        in_cl, out_cl = bool(flags & IN_CL), bool(flags & OUT_CL)
+        C = int(src.ne[0]) if in_cl else int(src.ne[1])
+        T = int(src.ne[1]) if in_cl else int(src.ne[0])
+        # numpy views in torch terms: x and y are [C, T] whatever the memory order
+        x = _array(d.src[0], (T, C)).T if in_cl else _array(d.src[0], (C, T))
+        y = _array(dst, (T, C)).T if out_cl else _array(dst, (C, T))
+        vec = [_array(d.src[i], (C,))[:, None] for i in (1, 2)]
+        bias = _array(d.src[3], (C,))[:, None] if flags & HAS_BIAS else None
+        if not in_cl and not out_cl:  # channels-first throughout: each thread takes whole channels
+            c0, c1 = C * ith // nth, C * (ith + 1) // nth
+            step = max(1, BLOCK // max(T, 1))
+            for s in range(c0, c1, step):
+                e = min(c1, s + step)
+                bb = bias[s:e] if bias is not None else None
+                snake_block(x[s:e], y[s:e], vec[0][s:e], vec[1][s:e], bb)
+            return
+        t0, t1 = T * ith // nth, T * (ith + 1) // nth  # otherwise each thread takes a range of frames
+        step = max(1, BLOCK // max(C, 1))
+        for s in range(t0, t1, step):
+            e = min(t1, s + step)
+            snake_block(x[:, s:e], y[:, s:e], vec[0], vec[1], bias)
+    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
+        with _errors_lock:
+            _errors.append(e)
+
+
+_SNAKE_CB = g.ggml_custom_op_t(_snake_kernel)  # module-level: the C pointer must outlive every graph
+
+
+def snake(ctx, x, in_cl: bool, alpha, inv_beta, bias=None, out_cl: bool | None = None):
+    """The fused SnakeBeta node over `x` (F32, 2-D) with folded constants `alpha`, `inv_beta` ([C] each).
+
+    `bias` ([C]) is added to `x` first (the bias of the conv before it); `out_cl` sets the output's memory
+    order (default: the input's), so the transpose a following conv would need costs no extra pass."""
+    if not g.ggml_is_contiguous(x):
+        x = g.ggml_cont(ctx, x)
+    out_cl = in_cl if out_cl is None else out_cl
+    srcs = [x, alpha, inv_beta] + ([bias] if bias is not None else [])
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
+    ne0, ne1 = (C, T) if out_cl else (T, C)
+    flags = (IN_CL if in_cl else 0) | (OUT_CL if out_cl else 0) | (HAS_BIAS if bias is not None else 0)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, ne0, ne1, 1, 1, args, len(srcs), _SNAKE_CB, -1, flags)
+
+
+# ---- the residual unit ---------------------------------------------------------------------------------------
+#: sources of the unit node, in order
+UNIT_SOURCES = (
+    "x",
+    "act1.alpha",
+    "act1.beta",
+    "conv1.weight",
+    "conv1.bias",
+    "act2.alpha",
+    "act2.beta",
+    "conv2.weight",
+    "conv2.bias",
+)
+
+
+#: userdata bits above the flags: the unit's dilation, the transposed conv's stride
+_PARAM_SHIFT = 8
+
+
+def _rows_view(d, flags: int) -> tuple[np.ndarray, int, int]:
+    """The node's activation (source 0) as a [T, C] numpy view whatever its memory order; (x, C, T)."""
+    src = d.src[0].contents
+    if flags & IN_CL:
+        C, T = int(src.ne[0]), int(src.ne[1])
+        return _array(d.src[0], (T, C)), C, T
+    C, T = int(src.ne[1]), int(src.ne[0])
+    return _array(d.src[0], (C, T)).T, C, T
+
+
+def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
+    """This thread's share of whole tiles of [0, T), handed to `rows(start, end)` with numpy's BLAS on one
+    thread (each ggml thread runs its own products)."""
+    n_tiles = -(-T // tile)
+    a, b = n_tiles * ith // nth, n_tiles * (ith + 1) // nth
+    if a < b:
+        blas_one_thread()
+        rows(a * tile, min(T, b * tile))
+
+
+def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
+    try:
+        flags = int(userdata or 0)
+        d = dst.contents
+        x, C, T = _rows_view(d, flags)
+        y = _array(dst, (T, C))  # the node always writes channels-last
+        K = int(d.src[3].contents.ne[2])
+        shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
+        names = UNIT_SOURCES[1:]
+        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
+        tile = unit_tile_rows(C)
+        _share(ith, nth, T, tile, lambda a, b: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, tile))
+    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
+        with _errors_lock:
+            _errors.append(e)
+
+
+_UNIT_CB = g.ggml_custom_op_t(_unit_kernel)
+
+
+def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int):
+    """The fused residual-unit node over `x` (F32, 2-D, C channels); writes channels-last [C, T].
+
+    `w` maps UNIT_SOURCES[1:] to the weight tensors: folded snake constants ([C]), conv1.weight as ne
+    [C_out, C_in, K] (numpy [K, C_in, C_out]), conv2.weight as ne [C_out, C_in], biases [C]."""
+    if not g.ggml_is_contiguous(x):
+        x = g.ggml_cont(ctx, x)
+    srcs = [x] + [w[k] for k in UNIT_SOURCES[1:]]
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
+    flags = (IN_CL if in_cl else 0) | OUT_CL | (dilation << _PARAM_SHIFT)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _UNIT_CB, -1, flags)
+
+
+# ---- SnakeBeta + transposed conv ------------------------------------------------------------------------------
+def _convt_kernel(dst, ith: int, nth: int, userdata) -> None:
+    try:
+        flags = int(userdata or 0)
+        stride = flags >> _PARAM_SHIFT
+        d = dst.contents
+        x, C, T = _rows_view(d, flags)
+        w = d.src[3].contents
+        c_out, k = int(w.ne[0]), int(w.ne[1])
+        y = _array(dst, (T * stride, c_out))
+        shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
+        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
+        tile = convt_tile_rows(k, c_out)
+        _share(ith, nth, T, tile, lambda a, b: convt_rows(x, y, p, stride, a, b, tile))
+    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
+        with _errors_lock:
+            _errors.append(e)
+
+
+_CONVT_CB = g.ggml_custom_op_t(_convt_kernel)
+
+
+def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int):
+    """The fused SnakeBeta + transposed-conv node over `x` (F32, 2-D); writes channels-last [C_out, T x stride].
+
+    `weight` is ne [C_out, K, C_in] (numpy [C_in, K, C_out]) with K = 2 x stride; `alpha`, `inv_beta` the
+    folded snake constants ([C_in]); `bias` [C_out]."""
+    if not g.ggml_is_contiguous(x):
+        x = g.ggml_cont(ctx, x)
+    srcs = [x, alpha, inv_beta, weight, bias]
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    T = int(x.contents.ne[1]) if in_cl else int(x.contents.ne[0])
+    c_out = int(weight.contents.ne[0])
+    flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _PARAM_SHIFT)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, c_out, T * stride, 1, 1, args, len(srcs), _CONVT_CB, -1, flags)
+
+
+def after_compute() -> None:
+    """Call once a graph compute returns: gives numpy's BLAS setting back (see `threads.restore_blas`) and raises
+    (once), as a BackendError, an error a fused kernel recorded during the compute."""
+    restore_blas()
+    raise_pending()
+
+
+def raise_pending() -> None:
+    """Raise (once), as a BackendError, an error a fused kernel recorded during the last compute."""
+    with _errors_lock:
+        if not _errors:
+            return
+        err = _errors[0]
+        _errors.clear()
+    raise BackendError(f"a kzlab fused kernel failed: {err!r}") from err

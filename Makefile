@@ -8,15 +8,19 @@ BLAS   := $(shell pkg-config --exists openblas 2>/dev/null && echo "-DGGML_BLAS=
 GGML_CMAKE_ARGS := -DGGML_RPC=ON -DGGML_NATIVE=ON $(BLAS)
 STAMP  := $(VENV)/.ggml-$(shell echo "$(GGML_CMAKE_ARGS)" | md5sum | cut -c1-8)
 
-.PHONY: venv test demo lint fuzz bench notebooks clean
+.PHONY: venv test demo lint fuzz bench notebooks wheel-check clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# the ggml-python wheel is built once per CMAKE_ARGS and kept in $(VENV)/wheels, so that the wheel check's fresh
+# venv installs the same build instead of compiling it again
 $(STAMP): $(PY)
-	CMAKE_ARGS="$(GGML_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir --no-binary ggml-python --force-reinstall --no-deps ggml-python==0.0.45
+	rm -rf $(VENV)/wheels
+	CMAKE_ARGS="$(GGML_CMAKE_ARGS)" $(PIP) wheel -q --no-cache-dir --no-binary ggml-python --no-deps -w $(VENV)/wheels ggml-python==0.0.45
+	$(PIP) install -q --force-reinstall --no-deps $(VENV)/wheels/ggml_python-*.whl
 	rm -f $(VENV)/.ggml-*
 	touch $(STAMP)
 
@@ -41,6 +45,10 @@ bench: venv
 
 notebooks: venv
 	$(PY) -m pytest -q tests/test_notebooks.py
+
+# kzlab as a user gets it: the wheel in a fresh venv, run outside the checkout (see .ci/wheel-check)
+wheel-check: venv
+	PYTHON=$(PYTHON) GGML_WHEELS=$(VENV)/wheels bash .ci/wheel-check
 
 clean:
 	rm -rf $(VENV) build *.egg-info

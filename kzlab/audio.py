@@ -53,3 +53,16 @@ def wav_length(data: bytes) -> int:
     import soundfile as sf
 
     return int(sf.info(io.BytesIO(data)).frames)
+
+
+def snr_db(out, ref) -> float:
+    """SNR of `out` against `ref` over ref's length, in dB (inf when they are equal: no division by zero)."""
+    o = np.asarray(out, dtype=np.float64).reshape(-1)[: np.size(ref)]
+    r = np.asarray(ref, dtype=np.float64).reshape(-1)
+    err = float(np.sum((o - r) ** 2))
+    return float("inf") if err == 0 else float(10 * np.log10(np.sum(r**2) / err))
+
+
+def snr_text(db: float) -> str:
+    """`exact` for an exact match, else `52.3 dB`."""
+    return "exact" if db == float("inf") else f"{db:.1f} dB"

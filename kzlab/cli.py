@@ -10,9 +10,12 @@ import sys
 import warnings
 
 from kzlab.errors import KzlabError
+from kzlab.progress import set_quiet
 
 #: subcommand modules, in the order `kzlab --help` lists them
-COMMANDS = ["info", "decode", "convert", "synth", "profile", "simulate", "report", "layout", "rpc_server", "demo"]
+COMMANDS = [
+    "info", "decode", "convert", "synth", "profile", "simulate", "report", "layout", "rpc_server", "demo", "notebooks",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kzlab", description="Run, profile and inspect Qwen3-TTS 12 Hz decoders with ggml."
     )
     p.add_argument("--version", action="version", version=f"kzlab {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -31,12 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    for sp in sub.choices.values():  # `kzlab demo --quiet` as well as `kzlab --quiet demo`
+        sp.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet:
+        set_quiet(True)
     if not getattr(args, "func", None):
         parser.print_help()
         return 1

@@ -220,11 +220,8 @@ def test_interrupted_conversion_leaves_no_file(tmp_path):
     from kzlab.app.convert import convert
 
     def stop_after(n):
-        seen = []
-
-        def progress(role):
-            seen.append(role)
-            if len(seen) == n:
+        def progress(done, _total):
+            if done == n:
                 raise KeyboardInterrupt
 
         return progress

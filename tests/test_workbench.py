@@ -105,11 +105,16 @@ def test_corrupt_file_is_a_message(wb, tmp_path):
 
 
 def test_bad_option_is_a_message(wb):
-    wb.backend.value = "no-such-backend"
+    from kzlab.ui.workbench import RPC_CHOICE
+
+    assert wb.rpc_address.disabled  # only the RPC entry reads the address field
+    wb.backend.value = RPC_CHOICE
+    assert not wb.rpc_address.disabled
+    wb.rpc_address.value = "rpc://no-such-host"  # no port
     wb.run_button.click()
     assert wb.wait(60)
     wb.backend.value = "cpu"
-    assert "no-such-backend" in (wb.error or "")
+    assert "no-such-host" in (wb.error or "")
 
 
 def test_scan_lists_folder(wb):

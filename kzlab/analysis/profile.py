@@ -30,6 +30,7 @@ from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
 from kzlab.loader import load_model
 from kzlab.model.model import Model
+from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
 from kzlab.runtime.profiler import Profiler
 from kzlab.runtime.session import Session
@@ -238,6 +239,7 @@ def profile(
     seed: int = 0,
     peak: bool = True,
     backends: BackendSpec | None = None,
+    progress: ProgressFn | bool | None = None,
     **lowering_kw,
 ) -> Profile:
     """Profile one decode of `codes` (or of `frames` random frames) on the given backend setup.
@@ -246,6 +248,7 @@ def profile(
     given here, its lowering request). Backends: `backends=BackendSpec(...)` or its fields as keywords
     (`sched=False` means no scheduler). Lowering options may be passed as `lowering=Lowering(...)` or as keywords
     (`conv="ktap"`, `mode="portable"`). `peak=False` skips the MUL_MAT microbenchmark (peak_gflops is then 0).
+    `progress` reports the runs (None: a bar unless kzlab is quiet; False: none; or fn(done, total)).
     The config records what was asked (`*_requested`) next to what ran (backend, sched, mode,
     `lowering_resolved`).
     """
@@ -275,7 +278,7 @@ def profile(
         c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
     with Session(model, lowering, spec) as s:
-        meas = Profiler(s).measure(T, {"codes": c}, repeat=repeat, warmup=warmup)
+        meas = Profiler(s).measure(T, {"codes": c}, repeat=repeat, warmup=warmup, progress=progress)
         records = list(s.graph(T).layers)
         rb, plan = s.resolved, s.plan
         config = {

@@ -3,12 +3,12 @@ dialect) written as a qwentts.cpp-layout GGUF of the requested type."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from kzlab.formats.writer import write_gguf
 from kzlab.loader import load_model
 from kzlab.model.roles import decoder_roles
+from kzlab.progress import Progress, ProgressFn
 
 
 def convert(
@@ -16,17 +16,19 @@ def convert(
     out: str | Path,
     outtype: str = "f32",
     layout: str | Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: ProgressFn | bool | None = None,
 ) -> Path:
-    """Convert `src` to a GGUF at `out` (written atomically). Encoder tensors are left out."""
+    """Convert `src` to a GGUF at `out` (written atomically). Encoder tensors are left out. `progress` reports
+    the tensors written (None: a bar unless kzlab is quiet; False: none; or fn(done, total))."""
     model = load_model(src, layout=layout)
     order = [r.name for r in decoder_roles(model.hparams) if r.name in model.weights]
     tensors = [(role, model.weights[role].f32) for role in order]
-    return write_gguf(
-        out,
-        model.hparams,
-        tensors,
-        outtype=outtype,
-        extra_metadata={"kzlab.source": str(Path(src).name), "kzlab.source_layout": model.layout},
-        progress=progress,
-    )
+    with Progress(len(tensors), f"writing {Path(out).name}", progress, unit="tensor") as bar:
+        return write_gguf(
+            out,
+            model.hparams,
+            tensors,
+            outtype=outtype,
+            extra_metadata={"kzlab.source": str(Path(src).name), "kzlab.source_layout": model.layout},
+            progress=lambda _role: bar.step(),
+        )

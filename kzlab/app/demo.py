@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kzlab.app.builtins import SPEECH, ensure_builtin
 from kzlab.app.runner import RunRecord, RunSpec, execute
+from kzlab.progress import Progress, ProgressFn
 
 #: conv_src1="data" (mul_mat(kernel, columns)) is the form whose src1 rows grow with T: the Hexagon what-if
 #: of run A shows which of those MUL_MATs v0.15.2's 1024-row limit refuses
@@ -41,6 +42,7 @@ def run_demo(
     seconds: float = 3.0,
     threads: int | None = None,
     say: Callable[[str], None] = lambda _text: None,
+    progress: ProgressFn | bool | None = None,
 ) -> tuple[Path, list[RunRecord]]:
     """Build the decoders, run the three demo runs, write the report; (report path, run records)."""
     from kzlab.report import write_report
@@ -48,12 +50,15 @@ def run_demo(
     for name in ("synthetic", "known-answer"):
         say(f"decoder {name}: {ensure_builtin(name, progress=say)}")
     recs = []
-    for spec in demo_specs(frames, seconds, threads):
-        say(spec.label)
-        rec = execute(spec, lambda k, n, text: say(f"  [{k}/{n}] {text}"))
-        if rec.error:
-            say(f"  error: {rec.error}")
-        for note in rec.notes:
-            say(f"  note: {note.splitlines()[0]}")
-        recs.append(rec)
+    specs = demo_specs(frames, seconds, threads)
+    with Progress(len(specs), "demo runs", progress, unit="run") as bar:
+        for spec in specs:
+            say(spec.label)
+            rec = execute(spec, lambda k, n, text: say(f"  [{k:g}/{n}] {text}"))
+            if rec.error:
+                say(f"  error: {rec.error}")
+            for note in rec.notes:
+                say(f"  note: {note.splitlines()[0]}")
+            recs.append(rec)
+            bar.step()
     return write_report(recs, output, "kzlab demo"), recs

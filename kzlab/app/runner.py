@@ -156,17 +156,20 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
 
 def execute(
     spec: RunSpec,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Callable[[float, int, str], None] | None = None,
     canceller: Canceller | None = None,
 ) -> RunRecord:
-    """Run `spec`; never raises for kzlab errors (they land in `record.error`)."""
+    """Run `spec`; never raises for kzlab errors (they land in `record.error`).
+
+    `progress(i, n, text)`: step i of n is starting; i is fractional while a step reports its own progress
+    (the profile's runs)."""
     from kzlab.runtime.decoder import load
 
     canc = canceller or Canceller()
     rec = RunRecord(spec=spec, label=spec.label or "run", machine=machine_info())
     n = len(STEPS)
 
-    def step(i: int, text: str) -> None:
+    def step(i: float, text: str) -> None:
         canc.check()
         if progress:
             progress(i, n, text)
@@ -204,11 +207,15 @@ def execute(
         else:
             codes = x if kind == "codes" else random_codes(dec.hparams, max(1, x.shape[1] // 4))
             try:
+                def within(done: int, total: int) -> None:  # the step moves with the profile's runs
+                    step(3 + done / total, f"profiling: run {done}/{total}")
+
                 rec.profile = prof_fn(
                     str(path),
                     codes=codes,
                     backends=spec.backend_spec(),
                     lowering=low,
+                    progress=within if progress else None,
                     repeat=max(1, int(spec.repeat)),
                     warmup=1,
                 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 
 def register(sub) -> None:
@@ -21,8 +20,8 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     out, recs = run_demo(args.output, args.frames, args.seconds, args.threads, say=lambda t: print(t, flush=True))
-    nb = Path(__file__).resolve().parents[2] / "notebooks"
     print(f"\nwrote {out.resolve()} in {time.perf_counter() - t0:.0f} s; open it in a browser (it is self-contained)")
     print(f"decoders are cached in {cache_dir()} (set KZLAB_CACHE to move them)")
-    print(f"notebooks: jupyter lab {nb}  (start with 01_quickstart.ipynb; kzlab.Workbench() is the widget UI)")
+    print("notebooks: kzlab notebooks DIR copies them out, then jupyter lab DIR (start with 01_quickstart.ipynb; "
+          "kzlab.Workbench() is the widget UI)")
     return 0 if all(r.ok for r in recs) else 2

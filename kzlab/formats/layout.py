@@ -50,6 +50,8 @@ class LayoutMap:
     source: str = ""
     notes: list[str] = field(default_factory=list)
     hparams: dict[str, Any] = field(default_factory=dict)
+    #: metadata this dialect is known to write wrong: hyperparameter name -> why (a note, not a warning)
+    quirks: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
@@ -83,8 +85,12 @@ class LayoutMap:
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in hparams.values()
         ):
             raise LayoutError(f"layout map {source}: [hparams] must map names to numbers")
+        quirks = d.get("quirks", {})
+        if not isinstance(quirks, dict) or not all(isinstance(v, str) for v in quirks.values()):
+            raise LayoutError(f"layout map {source}: [quirks] must map hyperparameter names to explanations")
         return cls(
             hparams=dict(hparams),
+            quirks=dict(quirks),
             name=str(head.get("name", Path(source).stem if source else "custom")),
             rules=rules,
             architectures=tuple(head.get("architectures", [])),

@@ -110,11 +110,18 @@ def _pick(meta: dict[str, Any], words: tuple[str, ...], decoder_first: bool = Tr
     return hits[0][2]
 
 
-def hparams_from(shapes: dict[str, tuple[int, ...]], meta: dict[str, Any], source: str) -> HParams:
+def hparams_from(
+    shapes: dict[str, tuple[int, ...]],
+    meta: dict[str, Any],
+    source: str,
+    quirks: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> HParams:
     """Derive hyperparameters from canonical tensor shapes (torch order), completed by metadata.
 
     `shapes` maps canonical roles (see `kzlab.model.roles`) to shapes. Metadata values that contradict the
-    shapes are reported with a warning and ignored.
+    shapes are reported with a warning and ignored, except a value the file's layout is known to write wrong
+    (`quirks`: name -> why), which is said once in `notes` instead.
     """
 
     def shape(role: str) -> tuple[int, ...]:
@@ -209,10 +216,12 @@ def hparams_from(shapes: dict[str, tuple[int, ...]], meta: dict[str, Any], sourc
     for name, words in checks.items():
         v = _pick(meta, words)
         if v is not None and not isinstance(v, (list, str)) and int(v) != derived[name]:
-            warnings.warn(
-                f"{source}: metadata says {name} = {v} but the tensors say {derived[name]}; using the tensors",
-                stacklevel=3,
-            )
+            said = f"metadata says {name} = {v} but the tensors say {derived[name]}; using the tensors"
+            if quirks and name in quirks:
+                if notes is not None:
+                    notes.append(f"{said} (a known quirk: {quirks[name]})")
+                continue
+            warnings.warn(f"{source}: {said}", stacklevel=3)
     return HParams(**derived)
 
 

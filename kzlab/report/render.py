@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kzlab import plots
-from kzlab.audio import wav_bytes
+from kzlab.audio import snr_db, snr_text, wav_bytes
 
 TEMPLATE = Path(__file__).with_name("template.html")
 
@@ -55,14 +55,6 @@ def table(rows: Sequence[Mapping[str, Any]] | Mapping[str, Any], cols: Sequence[
             cells.append(f'<td class="num">{html.escape(text)}</td>' if num else f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
-    """SNR of `out` against `ref` over ref's length, in dB."""
-    o = np.asarray(out, dtype=np.float64)[: len(ref)]
-    r = np.asarray(ref, dtype=np.float64)
-    err = float(np.sum((o - r) ** 2))
-    return float("inf") if err == 0 else float(10 * np.log10(np.sum(r**2) / err))
 
 
 def what_ran(rec) -> dict[str, Any]:
@@ -149,7 +141,7 @@ def run_section(rec, index: int) -> str:
         if rec.reference is not None:
             parts.append(
                 f"<p>known answer: SNR against the original recording "
-                f"<b>{snr_db(rec.wav, rec.reference):.1f} dB</b></p>"
+                f"<b>{snr_text(snr_db(rec.wav, rec.reference))}</b></p>"
                 + audio_tag(rec.reference, rec.sample_rate, "original recording")
             )
         parts.append(figure_tag(plots.waveform(rec.wav, rec.sample_rate), "waveform"))
@@ -172,7 +164,7 @@ def compare_section(a, b, ia: int, ib: int) -> str:
         parts.append('<div class="grid"><div>' + audio_tag(a.wav, a.sample_rate, a.label) + "</div><div>"
                      + audio_tag(b.wav, b.sample_rate, b.label) + "</div></div>")
         if len(a.wav) == len(b.wav):
-            parts.append(f"<p>SNR of B against A: {snr_db(b.wav, a.wav):.1f} dB</p>")
+            parts.append(f"<p>SNR of B against A: {snr_text(snr_db(b.wav, a.wav))}</p>")
     return "\n".join(parts)
 
 

@@ -18,6 +18,7 @@ from kzlab.graph.blocks import stage_input_shape, stage_names
 from kzlab.graph.options import Lowering, LoweringPlan
 from kzlab.loader import load_model
 from kzlab.model.model import Model
+from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.budget import check_session_budget, parse_budget
 from kzlab.runtime.remote import RemoteSession
 from kzlab.runtime.session import Session
@@ -102,13 +103,17 @@ class Decoder:
         chunk_size: int = 300,
         left_context: int = 25,
         intermediates: bool = False,
+        progress: ProgressFn | bool | None = None,
     ):
-        """Codes [16, T] -> waveform float32 [T * 1920] (a DecodeOutput when intermediates=True)."""
+        """Codes [16, T] -> waveform float32 [T * 1920] (a DecodeOutput when intermediates=True).
+
+        `progress` (chunked decodes, per chunk): None = a bar unless kzlab is quiet, False = none, or fn(done,
+        total)."""
         c = validate_codes(codes, self.hparams)
         if chunked:
             if intermediates:
                 raise InvalidInputError("intermediates are not available with chunked=True")
-            return self._decode_chunked(c, chunk_size, left_context)
+            return self._decode_chunked(c, chunk_size, left_context, progress)
         out = self._run(c.shape[1], {"codes": c}, stages=intermediates)
         wav = out.pop("wav")[0]
         return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
@@ -142,7 +147,9 @@ class Decoder:
             raise InvalidInputError(f"the input of {stage} must have a length that is a multiple of {per}; got {t}")
         return t // per
 
-    def _decode_chunked(self, codes: np.ndarray, chunk_size: int, left_context: int) -> np.ndarray:
+    def _decode_chunked(
+        self, codes: np.ndarray, chunk_size: int, left_context: int, progress: ProgressFn | bool | None = None
+    ) -> np.ndarray:
         """Upstream chunked_decode: chunks of `chunk_size` frames, each with `left_context` frames before it."""
         if not isinstance(chunk_size, int) or chunk_size < 1:
             raise InvalidInputError(f"chunk_size must be an integer >= 1; got {chunk_size!r}")
@@ -152,13 +159,15 @@ class Decoder:
         T = codes.shape[1]
         pieces = []
         start = 0
-        while start < T:
-            end = min(start + chunk_size, T)
-            ctx = left_context if start - left_context > 0 else start
-            part = np.ascontiguousarray(codes[:, start - ctx : end])
-            wav = self._run(part.shape[1], {"codes": part})["wav"][0]
-            pieces.append(wav[ctx * up :])
-            start = end
+        with Progress(-(-T // chunk_size), "decoding chunks", progress, unit="chunk") as bar:
+            while start < T:
+                end = min(start + chunk_size, T)
+                ctx = left_context if start - left_context > 0 else start
+                part = np.ascontiguousarray(codes[:, start - ctx : end])
+                wav = self._run(part.shape[1], {"codes": part})["wav"][0]
+                pieces.append(wav[ctx * up :])
+                start = end
+                bar.step()
         return np.concatenate(pieces)
 
     def _run(self, frames: int, inputs: dict, start: str = "quantizer", stages: bool = False) -> dict:

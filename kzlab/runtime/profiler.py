@@ -39,6 +39,7 @@ from ggml import ggml as g
 
 from kzlab.errors import BackendError, Cancelled
 from kzlab.graph.builder import TYPE_NAMES
+from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of
 from kzlab.runtime.ffi import tensor_address
 
@@ -262,8 +263,15 @@ class Profiler:
         return dt
 
     def measure(
-        self, frames: int, inputs: dict, start: str = "quantizer", repeat: int = 5, warmup: int = 1
+        self,
+        frames: int,
+        inputs: dict,
+        start: str = "quantizer",
+        repeat: int = 5,
+        warmup: int = 1,
+        progress: ProgressFn | bool | None = None,
     ) -> Measurement:
+        """`warmup` then `repeat` plain/profiled pairs; `progress` reports each pair (see kzlab.progress)."""
         s, bs = self.s, self.bs
         with s._lock:
             bg = s.graph(frames, start)
@@ -278,6 +286,7 @@ class Profiler:
             prof: list[float] = []
             sums: list[float] = []  # per run: the node times of that run, summed
             sched, cleanup = self._profiling_sched(bg)
+            bar = Progress(warmup + repeat, "profiling", progress, unit="pair")
             try:
 
                 def profiled_once() -> float:
@@ -311,7 +320,9 @@ class Profiler:
                         sums.append(sum(timer.times))
                         for n, t in zip(nodes, timer.times, strict=True):
                             n.times_ms.append(t)
+                    bar.step()
             finally:
+                bar.close()
                 g.ggml_backend_sched_set_eval_callback(sched, off, None)
                 cleanup()
             output = s.read(bg.outputs["wav"])[0].copy()

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kzlab import plots
-from kzlab.audio import wav_bytes, wav_length
-from kzlab.report.render import same_mode_note, snr_db, table, what_ran
+from kzlab.audio import snr_db, snr_text, wav_bytes, wav_length
+from kzlab.report.render import same_mode_note, table, what_ran
 
 TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
 OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
@@ -111,7 +111,7 @@ def audio_view(rec) -> View:
     if rec.reference is not None:
         v.audio.append(("original recording", wav_bytes(rec.reference, rec.sample_rate)))
         v.data["snr_db"] = snr_db(rec.wav, rec.reference)
-        v.html.append(f"<p>known answer: SNR against the recording <b>{v.data['snr_db']:.1f} dB</b></p>")
+        v.html.append(f"<p>known answer: SNR against the recording <b>{snr_text(v.data['snr_db'])}</b></p>")
     return v
 
 
@@ -136,7 +136,7 @@ def compare_view(a, b) -> View:
         if rec.wav is not None:
             v.audio.append((rec.label, wav_bytes(rec.wav, rec.sample_rate)))
     if a.wav is not None and b.wav is not None and len(a.wav) == len(b.wav):
-        v.html.append(f"<p>SNR of B against A: {snr_db(b.wav, a.wav):.1f} dB</p>")
+        v.html.append(f"<p>SNR of B against A: {snr_text(snr_db(b.wav, a.wav))}</p>")
     return v
 
 

@@ -8,7 +8,9 @@ Attributes for scripts and headless tests (all ipywidgets unless noted):
 
 * inputs: `model_path` (Text: a GGUF path, or a built-in name), `models` (SelectMultiple: built-ins and
   the GGUF files of `folder`, refreshed by `scan_button`), `input` (Dropdown: fixture/random/npy/audio),
-  `frames`, `npy_path`, `audio_path`, `backend`, `threads`, `sched`, `op_offload`, `weights_on`,
+  `frames`, `npy_path`, `audio_path`, `backend` (Dropdown: auto, this build's backends, and the RPC entry
+  whose address is `rpc_address`), `threads`, `sched` (checked: under the scheduler; unchecked: none),
+  `op_offload`, `weights_on`,
   `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`.
 * controls: `run_button`, `cancel_button`, `progress` (IntProgress), `status` (HTML: progress and errors),
   `tabs` (Tab; titles in `kzlab.ui.views.TABS`), `sort_by` / `sort_desc` (per-op table order),
@@ -37,6 +39,8 @@ from kzlab.runtime.backends import available_backends
 from kzlab.ui import views as V
 
 NO_HEXAGON = "(none)"
+#: progress-bar ticks per step of a run
+SUB = 20
 #: compact tables inside HTML widgets (JupyterLab's defaults are made for prose)
 TABLE_CSS = (
     "<style>.kz-view table{border-collapse:collapse;font-size:12px;margin:4px 0}"
@@ -50,8 +54,13 @@ def hexagon_profiles() -> list[str]:
     return [n for n in capability_names() if n.startswith("hexagon-")] or list(HEXAGON_PROFILES)
 
 
+#: the backend dropdown's entry that reads the address from `rpc_address`
+RPC_CHOICE = "rpc://HOST:PORT"
+
+
 def backend_choices() -> list[str]:
-    return ["auto"] + [b for b in available_backends() if "HOST" not in b]
+    """`auto`, the backends this ggml build has, and the RPC entry (the address typed next to it)."""
+    return ["auto"] + [b for b in available_backends() if "HOST" not in b] + [RPC_CHOICE]
 
 
 def lowering_widgets(style: dict) -> dict[str, W.ValueWidget]:
@@ -89,8 +98,10 @@ class Workbench:
         self.frames = W.BoundedIntText(value=8, min=1, max=100000, description="frames", style=style)
         self.npy_path = W.Text(description="codes .npy", placeholder="codes [16, T]", layout=lay, style=style)
         self.audio_path = W.Text(value=str(SPEECH), description="audio (24 kHz)", layout=lay, style=style)
-        self.backend = W.Combobox(value="auto", options=backend_choices(), description="backend", style=style,
-                                  ensure_option=False)
+        self.backend = W.Dropdown(value="auto", options=backend_choices(), description="backend", style=style)
+        self.rpc_address = W.Text(value="", description="RPC server", placeholder="rpc://127.0.0.1:50052",
+                                  style=style, disabled=True)
+        self.backend.observe(lambda c: setattr(self.rpc_address, "disabled", c["new"] != RPC_CHOICE), names="value")
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.threads = W.BoundedIntText(value=cores, min=1, max=max(cores, 256), description="threads", style=style)
         # checked = under ggml_backend_sched, unchecked = no scheduler, exactly; the default is what backend
@@ -131,7 +142,7 @@ class Workbench:
         options = W.VBox([
             W.HTML("<b>decoders</b>"), self.model_path, W.HBox([self.folder, self.scan_button]), self.models,
             W.HTML("<b>input</b>"), W.HBox([self.input, self.frames]), self.npy_path, self.audio_path,
-            W.HTML("<b>backend</b>"), W.HBox([self.backend, self.threads, self.weights_on]),
+            W.HTML("<b>backend</b>"), W.HBox([self.backend, self.rpc_address]), W.HBox([self.threads, self.weights_on]),
             W.HBox([self.sched, self.op_offload]),
             W.HTML("<b>lowering</b>"),
             *[W.HBox(list(self.lowering.values())[i : i + 3]) for i in range(0, len(self.lowering), 3)],
@@ -164,9 +175,7 @@ class Workbench:
         targets = [self.model_path.value.strip()] if self.model_path.value.strip() else []
         targets += [m for m in self.models.value if m not in targets]
         low = {k: w.value for k, w in self.lowering.items()}
-        backend = self.backend.value.strip()
-        if "," in backend:
-            backend = [b.strip() for b in backend.split(",")]
+        backend = self.rpc_address.value.strip() if self.backend.value == RPC_CHOICE else self.backend.value
         hexagon = None if self.hexagon.value == NO_HEXAGON else self.hexagon.value
         return [
             RunSpec(
@@ -213,9 +222,10 @@ class Workbench:
             for k, spec in enumerate(specs):
                 n_run = len(self.results) + 1
 
-                def progress(i: int, n: int, text: str, k: int = k) -> None:
-                    self.progress.max = n * total
-                    self.progress.value = min(k * n + i, n * total)
+                def progress(i: float, n: int, text: str, k: int = k) -> None:
+                    # SUB ticks per step, so that the bar moves within a step (the profile's runs)
+                    self.progress.max = n * total * SUB
+                    self.progress.value = min(int((k * n + i) * SUB), n * total * SUB)
                     self._set_status(f"run {k + 1}/{total}: {html.escape(text)}")
 
                 rec = execute(spec, progress, canc)

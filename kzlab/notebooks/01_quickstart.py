@@ -28,22 +28,17 @@ SPEECH_SECONDS = 1.0  # seconds of speech for the known-answer round trip (full 
 
 # %%
 # %matplotlib inline
-from pathlib import Path
 
-import numpy as np
 from IPython.display import Audio, display
 
 import kzlab
 from kzlab import plots
 
-REPO = Path(kzlab.__file__).resolve().parents[1]  # the checkout (test data and the speech sample)
-TINY = REPO / "tests" / "data" / "qwen3-tts-12hz-tiny"
-
 # %%
-from kzlab.app.builtins import resolve_model
+from kzlab.app.builtins import SPEECH, TINY_DECODER, resolve_model  # shipped in the package: no checkout needed
 from kzlab.codes import random_codes
 
-path = resolve_model(MODEL or str(TINY / "qwentts-tokenizer-f32.gguf"))
+path = resolve_model(MODEL or str(TINY_DECODER))
 dec = kzlab.load(path, threads=THREADS)
 display(dec)
 
@@ -87,14 +82,13 @@ if prof is not None:
 # into the 1024-channel latent that decodes back to it through the real full-size graph.
 
 # %%
-from kzlab.audio import read_wav
+from kzlab.audio import read_wav, snr_db, snr_text
 
 ka = kzlab.load(resolve_model("known-answer"), threads=THREADS)
-speech, sr = read_wav(REPO / "data" / "speech-24k.wav")
+speech, sr = read_wav(SPEECH)
 speech = speech[: int(SPEECH_SECONDS * sr)]
 back = ka.decode_from("latent", kzlab.audio_to_latent(speech, ka.hparams))[: speech.size]
-snr = 10 * np.log10(np.sum(speech**2) / np.sum((back - speech) ** 2))
-print(f"SNR against the recording: {snr:.1f} dB")
+print(f"SNR against the recording: {snr_text(snr_db(back, speech))}")  # "exact" when nothing is lost
 display(Audio(back, rate=sr, normalize=False))
 ka.close()
 

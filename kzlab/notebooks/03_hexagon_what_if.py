@@ -25,25 +25,24 @@
 # never kzlab's fused CPU nodes.
 
 # %% tags=["parameters"]
-MODEL = ""        # empty: the tiny test decoder (same graph structure as the full-size one)
+MODEL = ""        # empty: the tiny reference decoder shipped with kzlab (same graph structure as the full-size one)
 FRAMES = 31
 
 # %%
 # %matplotlib inline
-from pathlib import Path
 
 from IPython.display import display
 
 import kzlab
 from kzlab import plots
 
-REPO = Path(kzlab.__file__).resolve().parents[1]  # the checkout (test data and the speech sample)
-TINY = REPO / "tests" / "data" / "qwen3-tts-12hz-tiny"
-
 # %%
-from kzlab.app.builtins import resolve_model
+from kzlab.app.builtins import (
+    TINY_DECODER,  # shipped in the package: no checkout needed
+    resolve_model,
+)
 
-path = resolve_model(MODEL or str(TINY / "qwentts-tokenizer-f32.gguf"))
+path = resolve_model(MODEL or str(TINY_DECODER))
 model = kzlab.load_model(path)
 data = kzlab.Lowering(conv="im2col-f32", conv_src1="data", wtype="f16")  # mul_mat(kernel, im2col), F16 weights
 cases = {

@@ -27,7 +27,7 @@
 # `mode="portable"`.
 
 # %% tags=["parameters"]
-MODEL = ""        # empty: the tiny test decoder
+MODEL = ""        # empty: the tiny reference decoder shipped with kzlab
 FRAMES = 4
 THREADS = None
 REPEAT = 2
@@ -35,25 +35,23 @@ CONVS = ["im2col-f32", "ktap"]  # add "im2col-f16" for ggml_conv_1d's own form
 
 # %%
 # %matplotlib inline
-from pathlib import Path
-
-import numpy as np
-from IPython.display import display
-
-import kzlab
-from kzlab import plots
-
-REPO = Path(kzlab.__file__).resolve().parents[1]  # the checkout (test data and the speech sample)
-TINY = REPO / "tests" / "data" / "qwen3-tts-12hz-tiny"
 
 # %%
 import time
 
-from kzlab.app.builtins import resolve_model
+from IPython.display import display
+
+import kzlab
+from kzlab import plots
+from kzlab.app.builtins import (
+    TINY_DECODER,  # shipped in the package: no checkout needed
+    resolve_model,
+)
+from kzlab.audio import snr_db, snr_text
 from kzlab.codes import random_codes
 from kzlab.runtime.backends import available_backends
 
-path = resolve_model(MODEL or str(TINY / "qwentts-tokenizer-f32.gguf"))
+path = resolve_model(MODEL or str(TINY_DECODER))
 print("backends here:", available_backends())
 codes = random_codes(kzlab.load_model(path).hparams, FRAMES)
 
@@ -83,9 +81,9 @@ for conv in CONVS:
             assert dec.resolved_backends.sched == sched and dec.mode == "portable", dec
             wav = dec.decode(codes)
             ref = wav if ref is None else ref
-            snr = 10 * np.log10(np.sum(ref**2) / max(np.sum((wav - ref) ** 2), 1e-30))
+            snr = snr_db(wav, ref)
             rows.append({"conv": dec.lowering.conv, "backend": dec.backend_label, "mode": dec.mode,
-                         "best ms": round(best_ms(dec), 2), "SNR vs first dB": round(snr, 1),
+                         "best ms": round(best_ms(dec), 2), "SNR vs first": snr_text(snr),
                          "lowering": dec.lowering.label()})
 for r in rows:
     print(r)
@@ -131,8 +129,8 @@ for mode in ("portable", "fast"):
     with kzlab.load(path, threads=THREADS, mode=mode) as dec:
         wav = dec.decode(codes)
         ref_portable = wav if ref_portable is None else ref_portable
-        snr = 10 * np.log10(np.sum(ref_portable**2) / max(np.sum((wav - ref_portable) ** 2), 1e-30))
+        snr = snr_db(wav, ref_portable)
         modes.append({"mode": dec.mode, "backend": dec.backend_label, "best ms": round(best_ms(dec), 2),
-                      "SNR vs portable dB": round(snr, 1), "lowering": dec.lowering.label()})
+                      "SNR vs portable": snr_text(snr), "lowering": dec.lowering.label()})
 for r in modes:
     print(r)

@@ -24,7 +24,7 @@
 # `prof.config["mode"]`, `["backend_label"]` and `["lowering_resolved"]` are printed to show what really ran.
 
 # %% tags=["parameters"]
-MODEL = ""         # empty: the tiny test decoder
+MODEL = ""         # empty: the tiny reference decoder shipped with kzlab
 FRAMES = 4
 REPEAT = 1
 A = {"conv": "im2col-f32"}
@@ -33,22 +33,19 @@ REPORT = "compare-report.html"
 
 # %%
 # %matplotlib inline
-from pathlib import Path
 
-import numpy as np
 from IPython.display import Audio, display
 
 import kzlab
 from kzlab import plots
-
-REPO = Path(kzlab.__file__).resolve().parents[1]  # the checkout (test data and the speech sample)
-TINY = REPO / "tests" / "data" / "qwen3-tts-12hz-tiny"
+from kzlab.app.builtins import TINY_DECODER  # shipped in the package: no checkout needed
 
 # %%
 from kzlab.app.runner import RunSpec, execute
+from kzlab.audio import snr_db, snr_text
 
 MODE = "portable"  # the same on both sides: a comparison of two lowerings of ggml ops
-model = MODEL or str(TINY / "qwentts-tokenizer-f32.gguf")
+model = MODEL or str(TINY_DECODER)
 runs = [
     execute(RunSpec(model=model, input="random", frames=FRAMES, lowering={**low, "mode": MODE}, repeat=REPEAT,
                     label=label))
@@ -65,8 +62,7 @@ for r in runs:
 
 # %%
 a, b = runs
-snr = 10 * np.log10(np.sum(a.wav**2) / max(np.sum((b.wav - a.wav) ** 2), 1e-30))
-print(f"B against A: {snr:.1f} dB (both lowerings compute the same decoder)")
+print(f"B against A: {snr_text(snr_db(b.wav, a.wav))} (both lowerings compute the same decoder)")
 display(Audio(a.wav, rate=24000, normalize=False), Audio(b.wav, rate=24000, normalize=False))
 display(plots.waveform(b.wav - a.wav, title="B - A (rounding differences of the two lowerings)"))
 if a.profile is not None and b.profile is not None:
@@ -83,5 +79,5 @@ print("wrote", out.resolve())
 # The same, interactively: pick decoders and options, Run, and look through the tabs.
 
 # %%
-wb = kzlab.Workbench(folder=TINY, model=model)
+wb = kzlab.Workbench(folder=TINY_DECODER.parent, model=model)
 display(wb)

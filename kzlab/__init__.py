@@ -7,6 +7,9 @@ kzlab imports it.
 from __future__ import annotations
 
 import os as _os
+import sys as _sys
+import types as _types
+from importlib import abc as _abc
 
 # ggml's CPU backend runs each graph (each scheduler split) in an OpenMP parallel region; with libgomp's
 # default wait policy its idle threads spin after the region ends, on the cores OpenBLAS's threads need for
@@ -80,3 +83,57 @@ __all__ = [
     "load",
     "load_model",
 ]
+
+
+# ---- modules that moved in 0.2 (the one-way structure): old import paths keep working, with a warning ---------
+#: old module -> the modules now holding its public names, each with the old names it renamed
+_MOVED: dict[str, list[tuple[str, dict[str, str]]]] = {
+    "kzlab.decoder": [("kzlab.runtime.decoder", {}), ("kzlab.codes", {})],
+    "kzlab.validate": [("kzlab.formats.prescan", {}), ("kzlab.model.checks", {}), ("kzlab.runtime.budget", {})],
+    "kzlab.model.weights": [("kzlab.model.model", {}), ("kzlab.loader", {})],
+    "kzlab.graph.weights": [("kzlab.graph.prepared", {})],
+    "kzlab.analysis.api": [("kzlab.analysis.profile", {}), ("kzlab.environment", {})],
+    "kzlab.analysis.placement.api": [("kzlab.analysis.placement.simulate", {})],
+    "kzlab.analysis.placement.validate": [("kzlab.analysis.placement.check", {})],
+    "kzlab.analysis.placement.profiles": [("kzlab.analysis.placement.capabilities", {"Profile": "Capabilities"})],
+    "kzlab.analysis.placement.figures": [("kzlab.plots", {"timeline": "split_timeline"})],
+    "kzlab.ui.models": [("kzlab.app.builtins", {}), ("kzlab.codes", {})],
+    "kzlab.ui.runner": [("kzlab.app.runner", {}), ("kzlab.environment", {})],
+    "kzlab.formats.convert": [("kzlab.app.convert", {})],
+}
+
+
+class _MovedModule(_types.ModuleType):
+    """An old module path: each public name is looked up in the modules that hold it now."""
+
+    def __getattr__(self, name: str):
+        import importlib
+
+        for mod, renames in _MOVED[self.__name__]:
+            m = importlib.import_module(mod)
+            new = renames.get(name, name)
+            if hasattr(m, new):
+                return getattr(m, new)
+        raise AttributeError(f"{self.__name__} has no {name!r} (it moved: see ARCHITECTURE.md)")
+
+
+class _MovedFinder(_abc.MetaPathFinder, _abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _MOVED:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        import warnings
+
+        where = ", ".join(m for m, _ in _MOVED[spec.name])
+        warnings.warn(f"{spec.name} moved to {where}: import it from there", DeprecationWarning, stacklevel=3)
+        return _MovedModule(spec.name)
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+_sys.meta_path.append(_MovedFinder())

@@ -15,12 +15,24 @@ from typing import Any
 from kzlab.version import __version__
 
 #: environment variables that change the timings (thread pools and their wait policies)
-THREAD_ENV = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT",
-              "OPENBLAS_CORETYPE")
+THREAD_ENV = ("KZLAB_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+              "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")
 
 
 def default_threads() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
+    """ggml's thread count when none is given: $KZLAB_THREADS when set (to pin a whole session or test run),
+    else the cores this process may run on (its affinity mask where the OS has one)."""
+    env = os.environ.get("KZLAB_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            from kzlab.errors import InvalidOptionError
+
+            raise InvalidOptionError(f"KZLAB_THREADS={env!r}: expected an integer >= 1")
+        return n
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 

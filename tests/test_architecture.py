@@ -205,3 +205,30 @@ def test_module_names_do_not_collide():
                 classes.setdefault(node.name, []).append(m)
     dup = {k: v for k, v in classes.items() if len(v) > 1}
     assert not dup, dup
+
+
+def test_old_module_paths_still_import_with_a_warning():
+    """Modules moved by the one-way structure keep working from their old paths, saying where they went."""
+    import importlib
+    import sys
+    import warnings
+
+    import kzlab
+
+    for old, targets in kzlab._MOVED.items():
+        assert old not in MODS, f"{old} is both a real module and a moved one"
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            m = importlib.import_module(old)
+        assert any(issubclass(w.category, DeprecationWarning) and targets[0][0] in str(w.message) for w in seen), old
+        for mod, renames in targets:
+            new = importlib.import_module(mod)
+            public = [n for n in getattr(new, "__all__", dir(new)) if not n.startswith("_")]
+            for name in public[:5]:
+                assert getattr(m, name) is getattr(new, name), (old, name)
+            for was, now in renames.items():
+                assert getattr(m, was) is getattr(new, now)
+    from kzlab.ui.models import random_codes  # the 0.1 notebooks' import
+
+    assert random_codes is kzlab.codes.random_codes

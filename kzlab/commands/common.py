@@ -41,7 +41,7 @@ def add_backend(p: argparse.ArgumentParser) -> None:
         help="auto (blas when built, else cpu) | cpu | blas | rpc://HOST:PORT | a device name; "
         "a comma list runs under the scheduler (last one CPU)",
     )
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: $KZLAB_THREADS, else all cores)")
     g.add_argument(
         "--sched",
         action=argparse.BooleanOptionalAction,

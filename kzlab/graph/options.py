@@ -167,6 +167,9 @@ class Lowering:
 
     def resolved(self, cpu_only: bool) -> LoweringPlan:
         """Deprecated name of `resolve` (kept for scripts written against kzlab 0.1)."""
+        import warnings
+
+        warnings.warn("Lowering.resolved() is now Lowering.resolve()", DeprecationWarning, stacklevel=2)
         return self.resolve(cpu_only)
 
     def label(self) -> str:

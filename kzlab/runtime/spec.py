@@ -104,6 +104,8 @@ class BackendSpec:
         unknown = set(kw) - set(SPEC_FIELDS)
         if unknown:
             raise InvalidOptionError(f"unknown backend option(s): {', '.join(sorted(unknown))}")
+        if isinstance(spec, str | list | tuple) and kw.get("backend") is None:  # a backend name in that place
+            spec, kw = None, {**kw, "backend": spec}
         if spec is not None and not isinstance(spec, BackendSpec):
             raise InvalidOptionError(f"backends={spec!r}: expected a kzlab BackendSpec")
         base = spec or cls()

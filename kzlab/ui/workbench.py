@@ -33,6 +33,7 @@ import ipywidgets as W
 from kzlab.analysis.placement.capabilities import names as capability_names
 from kzlab.app.builtins import BUILTINS, SPEECH
 from kzlab.app.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute
+from kzlab.environment import default_threads
 from kzlab.graph import options as lowering_options
 from kzlab.graph.options import Lowering
 from kzlab.runtime.backends import available_backends
@@ -102,7 +103,7 @@ class Workbench:
         self.rpc_address = W.Text(value="", description="RPC server", placeholder="rpc://127.0.0.1:50052",
                                   style=style, disabled=True)
         self.backend.observe(lambda c: setattr(self.rpc_address, "disabled", c["new"] != RPC_CHOICE), names="value")
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = default_threads()
         self.threads = W.BoundedIntText(value=cores, min=1, max=max(cores, 256), description="threads", style=style)
         # checked = under ggml_backend_sched, unchecked = no scheduler, exactly; the default is what backend
         # "auto" needs here (BLAS + CPU under the scheduler when this build has BLAS)

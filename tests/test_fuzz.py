@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kzlab.errors import InvalidModelError
 from kzlab.formats.prescan import prescan_gguf
+from kzlab.progress import Progress
 
 BASES = [TINY / "qwentts-tokenizer-f32.gguf", TINY / "crispasr-tokenizer-f16.gguf"]
 N_CASES = int(os.environ.get("KZLAB_FUZZ_CASES", "300"))
@@ -98,9 +99,11 @@ def test_fuzz_gguf_headers(tmp_path):
     cases = _collect(N_CASES, tmp_path)
     assert len(cases) >= N_CASES * 0.9  # hypothesis may stop a little early once it has seen enough
     results: dict[str, dict] = {}
-    for i in range(0, len(cases), BATCH):
-        batch = [{k: v for k, v in c.items() if k != "what"} for c in cases[i : i + BATCH]]
-        results.update(run_cases(batch, timeout=60 + 2 * len(batch), workdir=tmp_path))
+    with Progress(len(cases), "fuzz cases", unit="case") as bar:  # `make fuzz` runs 10,000
+        for i in range(0, len(cases), BATCH):
+            batch = [{k: v for k, v in c.items() if k != "what"} for c in cases[i : i + BATCH]]
+            results.update(run_cases(batch, timeout=60 + 2 * len(batch), workdir=tmp_path))
+            bar.step(len(batch))
     by_id = {c["id"]: c for c in cases}
     outcome = Counter()
     bad = []

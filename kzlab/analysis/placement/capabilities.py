@@ -1,5 +1,7 @@
 """Capability profiles: what a backend (of one ggml version) accepts, one TOML table each, read from
-devices/*.toml. (A timing result is a `kzlab.analysis.profile.Profile`; this is a backend's `Capabilities`.)
+devices/*.toml by name or from any .toml file by path (`load`), and validated either way: unknown keys, missing
+keys, wrong types, unknown rules and unknown op names are refused (InvalidOptionError naming key and file).
+(A timing result is a `kzlab.analysis.profile.Profile`; this is a backend's `Capabilities`.)
 
 A capability profile is data so that it can be read next to the C source it transcribes: which buffer kinds the
 backend accepts (supports_buft), which ops it accepts and under which named rules (supports_op, see
@@ -12,6 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ggml import ggml as g
 
@@ -44,6 +47,12 @@ class Capabilities:
     all: list = field(default_factory=list)
     default: str = "refuse"
     ops: dict[str, list] = field(default_factory=dict)
+    #: the time model's numbers for this backend (kzlab.analysis.predict.parameters), its memory budget, and what a
+    #: `kzlab calibrate` fit recorded; `path` is the file the profile was read from
+    perf: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft.kind in self.accepts or ("host" in self.accepts and buft.host)
@@ -80,21 +89,137 @@ def names() -> list[str]:
     return sorted(p.stem for p in DIR.glob("*.toml"))
 
 
+#: the keys a profile may have: (type(s) accepted, required)
+KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "name": ((str,), False),  # a file loaded by path may leave it out: its stem is used
+    "backend": ((str,), True),
+    "source": ((str,), False),
+    "buffer": ((dict,), True),
+    "accepts": ((list,), True),
+    "offload_op": ((bool,), False),
+    "offload_min_batch": ((int,), False),
+    "all": ((list,), False),
+    "default": ((str,), False),
+    "ops": ((dict,), False),
+    "perf": ((dict,), False),
+    "memory": ((dict,), False),
+    "calibration": ((dict,), False),
+}
+BUFFER_KEYS = {"kind": str, "host": bool}
+
+
+def is_path(name_or_path: str | Path) -> bool:
+    """A path (to a .toml file) rather than a built-in profile name."""
+    s = str(name_or_path)
+    return isinstance(name_or_path, Path) or s.endswith(".toml") or "/" in s or "\\" in s
+
+
 @cache
 def _read(name: str) -> dict:
     path = DIR / f"{name}.toml"
     if not path.is_file():
-        raise InvalidOptionError(f"unknown capability profile {name!r}: one of {', '.join(names())}")
+        raise InvalidOptionError(
+            f"unknown capability profile {name!r}: one of {', '.join(names())}, or a path to a .toml file"
+        )
     return tomllib.loads(path.read_text())
 
 
-def load(name: str) -> Capabilities:
-    d = dict(_read(name))
+def _read_path(path: Path) -> dict:
+    if not path.is_file():
+        raise InvalidOptionError(f"capability profile {path}: no such file")
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InvalidOptionError(f"capability profile {path}: not valid TOML: {e}") from None
+
+
+@cache
+def op_names() -> frozenset[str]:
+    """Every name ggml_op_desc can return: the ops, the unary ops and the GLU ops of this ggml."""
+    out = {g.ggml_op_name(i).decode() for i in range(g.GGML_OP_COUNT)}
+    out |= {g.ggml_unary_op_name(i).decode() for i in range(g.GGML_UNARY_OP_COUNT)}
+    out |= {g.ggml_glu_op_name(i).decode() for i in range(g.GGML_GLU_OP_COUNT)}
+    return frozenset(out)
+
+
+def _type_name(ts: tuple[type, ...]) -> str:
+    return {str: "a string", bool: "true/false", int: "an integer", dict: "a table", list: "a list"}[ts[0]]
+
+
+def _check_rules(items, where: str, origin: str) -> None:
+    if not isinstance(items, list):
+        raise InvalidOptionError(f"capability profile {origin}: {where} must be a list of rules, not {items!r}")
+    for item in items:
+        if isinstance(item, str):
+            rname = item
+        elif isinstance(item, list) and item and isinstance(item[0], str) and len(item) <= 2:
+            rname = item[0]
+        else:
+            raise InvalidOptionError(
+                f"capability profile {origin}: {where}: a rule is a name or [name, argument], not {item!r}"
+            )
+        if rname not in RULES:
+            raise InvalidOptionError(
+                f"capability profile {origin}: {where}: unknown rule {rname!r} (known: {', '.join(sorted(RULES))})"
+            )
+
+
+def validate(d: dict, origin: str) -> None:
+    """Refuse unknown keys, missing keys, wrong types, unknown rules and unknown op names (InvalidOptionError,
+    naming the key and `origin`, the file)."""
+    for k in d:
+        if k not in KEYS:
+            raise InvalidOptionError(f"capability profile {origin}: unknown key {k!r} (known: {', '.join(KEYS)})")
+    for k, (types, required) in KEYS.items():
+        if k not in d:
+            if required:
+                raise InvalidOptionError(f"capability profile {origin}: missing key {k!r}")
+            continue
+        v = d[k]
+        if not isinstance(v, types) or (types != (bool,) and isinstance(v, bool)):
+            raise InvalidOptionError(f"capability profile {origin}: {k} must be {_type_name(types)}, not {v!r}")
+    for k, v in d["buffer"].items():
+        if k not in BUFFER_KEYS:
+            raise InvalidOptionError(f"capability profile {origin}: unknown key 'buffer.{k}' (known: kind, host)")
+        if not isinstance(v, BUFFER_KEYS[k]):
+            raise InvalidOptionError(
+                f"capability profile {origin}: buffer.{k} must be {_type_name((BUFFER_KEYS[k],))}, not {v!r}"
+            )
+    for k in BUFFER_KEYS:
+        if k not in d["buffer"]:
+            raise InvalidOptionError(f"capability profile {origin}: missing key 'buffer.{k}'")
+    if not all(isinstance(x, str) for x in d["accepts"]):
+        raise InvalidOptionError(f"capability profile {origin}: accepts must be a list of buffer kinds (strings)")
+    if d.get("default", "refuse") not in ("refuse", "accept"):
+        raise InvalidOptionError(
+            f"capability profile {origin}: default must be 'refuse' or 'accept', not {d['default']!r}"
+        )
+    _check_rules(d.get("all", []), "all", origin)
+    from kzlab.analysis.predict.parameters import backend_perf, memory_budget
+
+    backend_perf(str(d["backend"]), d.get("perf"), f"capability profile {origin}")  # refuses bad [perf] values
+    memory_budget(d.get("memory"), f"capability profile {origin}")
+    known = op_names()
+    for op, items in d.get("ops", {}).items():
+        if op not in known:
+            raise InvalidOptionError(f"capability profile {origin}: ops.{op}: not an op name of this ggml")
+        _check_rules(items, f"ops.{op}", origin)
+
+
+def load(name_or_path: str | Path) -> Capabilities:
+    """A built-in profile by name (devices/*.toml) or a profile file by path (a .toml file), validated."""
+    if is_path(name_or_path):
+        path = Path(name_or_path)
+        d = dict(_read_path(path))
+        origin = str(path)
+        validate(d, origin)
+        d.setdefault("name", path.stem)
+        d.setdefault("source", origin)
+    else:
+        d = dict(_read(str(name_or_path)))
+        origin = str(DIR / f"{name_or_path}.toml")
+        validate(d, origin)
+        d.setdefault("source", origin)
+    d["path"] = origin
     buf = d.pop("buffer")
-    p = Capabilities(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)
-    for items in [p.all, *p.ops.values()]:
-        for item in items:
-            rname = item if isinstance(item, str) else item[0]
-            if rname not in RULES:
-                raise InvalidOptionError(f"profile {name}: unknown rule {rname!r}")
-    return p
+    return Capabilities(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)

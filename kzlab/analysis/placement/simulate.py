@@ -16,15 +16,18 @@ from typing import Any
 
 from ggml import ggml as g
 
+from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
 from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.capabilities import BufferType, Capabilities
 from kzlab.analysis.placement.graph import build, stage_of_nodes
 from kzlab.analysis.placement.rules import addr
 from kzlab.analysis.placement.sched import Buffer, Result, SimBackend, Simulator
+from kzlab.analysis.predict.whatif import PredictOptions, predict_placement
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
 from kzlab.loader import load_model
 from kzlab.model.model import Model
+from kzlab.runtime.profiler import tensor_ne, type_name
 
 CAUSES = {
     "1.dst": "pinned by its buffer",
@@ -53,6 +56,13 @@ class NodePlacement:
     reason: str
     cause: str
     refused: dict[str, str] = field(default_factory=dict)
+    #: what the node computes, for the time model: shape (ggml ne), type, its sources', FLOPs and bytes moved
+    ne: tuple[int, ...] = ()
+    type: str = ""
+    src_ne: list[tuple[int, ...]] = field(default_factory=list)
+    src_types: list[str] = field(default_factory=list)
+    flops: int = 0
+    bytes: int = 0
 
 
 @dataclass
@@ -96,6 +106,9 @@ class Placement:
     n_copies: int
     stages: list[dict[str, Any]]
     convs: list[ConvVerdict]
+    #: the time model's answer (`simulate(..., predict=...)`), and each backend's memory against its budget
+    predicted: Any = None
+    memory: dict[str, Any] | None = None
 
     @property
     def n_splits(self) -> int:
@@ -113,6 +126,8 @@ class Placement:
             "n_copies": self.n_copies,
             "stages": self.stages,
             "convs": [asdict(c) for c in self.convs],
+            **({"predicted": self.predicted.to_dict()} if self.predicted is not None else {}),
+            **({"memory": {k: m.to_dict() for k, m in self.memory.items()}} if self.memory is not None else {}),
         }
 
     def to_json(self, path: str | Path) -> Path:
@@ -191,6 +206,10 @@ def _weights_buft(backends: list[SimBackend], weights_on: str) -> BufferType:
 
 
 # ---- result shaping -------------------------------------------------------------------------------------------
+def _info(ptr) -> TensorInfo:
+    return TensorInfo(tensor_ne(ptr), type_name(ptr), int(g.ggml_nbytes(ptr)))
+
+
 def describe(res: Result, sim: Simulator, layers) -> tuple[list[NodePlacement], list[SplitInfo]]:
     names = [t.name for t in sim.nodes]
     paths, stages = stage_of_nodes(names, layers)
@@ -210,8 +229,15 @@ def describe(res: Result, sim: Simulator, layers) -> tuple[list[NodePlacement], 
         ]
         if higher:
             reason += "; " + "; ".join(higher)
+        op = g.ggml_op_desc(t.ptr).decode()
+        out = _info(t.ptr)
+        srcs = [_info(sp) for sp in t.srcs]
         nodes.append(
-            NodePlacement(t.name, g.ggml_op_desc(t.ptr).decode(), paths[i], stages[i], bname[b], reason, cause, refused)
+            NodePlacement(
+                t.name, op, paths[i], stages[i], bname[b], reason, cause, refused,
+                ne=out.ne, type=out.type, src_ne=[x.ne for x in srcs], src_types=[x.type for x in srcs],
+                flops=op_flops(op, out, srcs), bytes=op_bytes(op, out, srcs),
+            )
         )
     splits = [
         SplitInfo(
@@ -302,6 +328,7 @@ def simulate(
     op_offload: bool = True,
     layout: str | None = None,
     backends: list[tuple[str, str | Capabilities, str]] | None = None,
+    predict: Any = None,
     **lowering_kw: Any,
 ) -> Placement:
     """Predict ggml_backend_sched's placement of the decoder graph on `profile`'s backend + the CPU.
@@ -309,8 +336,11 @@ def simulate(
     `lowering` is a Lowering, a dict of its fields, or given as keyword arguments (conv=..., mm_chunk=...).
     `weights_on` is "htp" (the device backend's buffer) or "cpu" (or a backend name of `backends`).
     `backends` replaces the profile's pair by an explicit list [(name, profile, buffer type id), ...], CPU last.
+    `predict`: True, or a dict / `PredictOptions` (cpu_profile, cpu_scale, cpu_baseline_ms, ops, perf), adds the
+    predicted time (`Placement.predicted`) and each backend's memory (`Placement.memory`).
     Nothing is allocated or computed.
     """
+    options = PredictOptions.of(predict)
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1")
     if isinstance(lowering, dict):
@@ -344,8 +374,13 @@ def simulate(
             "weights_on": next(b.name for b in backends if b.buft == wbuft),
             "op_offload": op_offload,
         }
-        return Placement(
+        pl = Placement(
             cfg, nodes, splits, sum(res.copies.values()), len(res.copies), stage_totals(nodes, splits), convs
         )
+        if options is not None:
+            pl.predicted, pl.memory = predict_placement(
+                nodes, splits, cfg, backends, gr.gf, gr.weights.tensors, res.copies, options
+            )
+        return pl
     finally:
         gr.free()

@@ -1,0 +1,224 @@
+"""Fit the time model's unknowns to end-to-end times measured on the device.
+
+The user measures whole decodes on the device (e.g. CPU-only 3340 ms, CPU + HTP with ggml-hexagon v0.15.2
+3950 ms). The CPU-only total fixes the CPU's scale (the device's CPU against this machine's, through a CPU
+profile of the same graph); each device total then fixes one parameter of the device's backend (by default
+its per-split cost `sync_us`, the term that grows with the number of splits; `copy_gbs` or `gflops` on
+request). The result is a capability profile (the device's, with a `[perf]` table whose every value says
+where it comes from) that reproduces the measured totals, and the CPU scale to predict with.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kzlab.analysis.predict.parameters import DEFAULTS, Parameter
+from kzlab.errors import InvalidInputError, InvalidOptionError
+
+FITTABLE = ("sync_us", "copy_gbs", "gflops")
+CPU_KEYS = ("cpu", "cpu-only")
+
+
+@dataclass
+class Calibration:
+    """What `calibrate` fitted, what stayed assumed, and how well the fitted model reproduces each total."""
+
+    cpu_scale: Parameter
+    fitted: list[Parameter]
+    assumed: list[Parameter]
+    measured: dict[str, float]
+    predicted: dict[str, float]
+    profile_text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def errors(self) -> dict[str, float]:
+        """Relative error of each reproduced total."""
+        return {k: self.predicted[k] / v - 1.0 for k, v in self.measured.items()}
+
+    def summary(self) -> str:
+        lines = [f"cpu scale {self.cpu_scale.value:.4g} [{self.cpu_scale.source}]"]
+        lines += [f"fitted  {p.text()}" for p in self.fitted]
+        lines += [f"assumed {p.text()}" for p in self.assumed]
+        for k, v in self.measured.items():
+            lines.append(f"{k}: measured {v:.1f} ms, reproduced {self.predicted[k]:.1f} ms "
+                         f"({100 * (self.predicted[k] / v - 1):+.2f} %)")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(float(v)) if isinstance(v, float) else str(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def perf_table(values: dict[str, Any], sources: dict[str, str], source: str) -> str:
+    """A `[perf]` TOML table: its values and, per value, where it comes from."""
+    lines = ["[perf]", f"source = {_toml_value(source)}"]
+    for k, v in values.items():
+        if isinstance(v, dict):
+            lines.append(f"{k} = {{ " + ", ".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()) + " }")
+        else:
+            lines.append(f"{k} = {_toml_value(v)}")
+    lines.append("sources = { " + ", ".join(f'{k} = {_toml_value(v)}' for k, v in sources.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def _strip_tables(text: str, names: tuple[str, ...]) -> str:
+    """`text` without the TOML tables `names` (their header line up to the next table)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("[") and not s.startswith("[["):
+            skip = s.strip("[] ").split(".")[0] in names
+        if not skip:
+            out.append(line)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def calibrate(
+    model: Any,
+    measured: dict[str, float],
+    cpu_profile: Any,
+    frames: int,
+    lowering: Any = None,
+    fit: str = "sync_us",
+    weights_on: str = "htp",
+) -> Calibration:
+    """Fit the CPU scale and one parameter of the device backend so that the predictions reproduce `measured`
+    (configuration name -> ms: `cpu` for the CPU-only decode, a capability profile name or path for each
+    device configuration). All device configurations must share one capability profile family (the same
+    device backend); with more than one, the fit is a least-squares compromise and the residuals are shown."""
+    from kzlab.analysis.placement.capabilities import load
+    from kzlab.analysis.placement.simulate import simulate
+
+    if fit not in FITTABLE:
+        raise InvalidOptionError(f"fit={fit!r}: one of {', '.join(FITTABLE)}")
+    if not measured:
+        raise InvalidInputError("calibrate needs measured totals, e.g. cpu=3340 hexagon-v0.15.2=3950")
+    for k, v in measured.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise InvalidInputError(f"measured total {k}={v!r}: expected a time in ms > 0")
+    cpu_key = next((k for k in measured if k.lower() in CPU_KEYS), None)
+    if cpu_key is None:
+        raise InvalidInputError("calibrate needs the CPU-only total (cpu=MS): it fixes the CPU's scale")
+    devices = [k for k in measured if k != cpu_key]
+    if not devices:
+        raise InvalidInputError("calibrate needs at least one device total besides cpu= (e.g. hexagon-v0.15.2=3950)")
+    low = lowering
+    base = dict(cpu_profile=cpu_profile)
+
+    def run(profile: Any, predict: dict[str, Any]) -> Any:
+        return simulate(model, profile, frames=frames, lowering=low, weights_on=weights_on if profile != "cpu"
+                        else "cpu", predict={**base, **predict})
+
+    cpu_only = run("cpu", {})
+    cpu_sync = cpu_only.predicted.sync_ms
+    wall = next(p.value for p in cpu_only.predicted.parameters if p.name == "cpu.profile_wall_ms")
+    scale = (measured[cpu_key] - cpu_sync) / wall
+    if scale <= 0:
+        raise InvalidInputError(f"the CPU-only total {measured[cpu_key]} ms is below the model's fixed costs")
+    src = "calibrated from " + ", ".join(f"{k}={v:g} ms" for k, v in measured.items())
+    scale_p = Parameter("cpu.scale", scale, "x", src)
+    caps = [load(d) for d in devices]
+    backend = caps[0].backend
+    if any(c.backend != backend for c in caps):
+        raise InvalidInputError(f"the device totals are of different backends ({', '.join(c.backend for c in caps)})")
+    first = caps[0]
+    perf0 = dict(getattr(first, "perf", None) or {})
+
+    def total_with(value: float) -> list[float]:
+        table = dict(perf0)
+        table.pop("sources", None)
+        if fit == "gflops":
+            rates = dict(table.get("gflops") or {}) if isinstance(table.get("gflops"), dict) else {}
+            rates = {k: v for k, v in rates.items() if k != "default"}
+            table["gflops"] = {**rates, "default": value}
+        else:
+            table[fit] = value
+        return [run(d, {"cpu_scale": scale, "perf": {backend: table}}).predicted.total_ms for d in devices]
+
+    target = [measured[d] for d in devices]
+
+    def loss(v: float) -> float:
+        return sum(p - t for p, t in zip(total_with(v), target, strict=True))
+
+    notes: list[str] = []
+    if fit == "sync_us":
+        lo, hi = 0.0, 1.0
+        while loss(hi) < 0 and hi < 1e7:  # the total grows with the per-split cost
+            hi *= 4
+        if loss(lo) > 0:
+            notes.append(f"even with no per-split cost the model predicts more than measured; {fit} stays 0 and "
+                         "the other terms (CPU fallbacks, copies) decide")
+            value = 0.0
+        else:
+            value = _bisect(loss, lo, hi, increasing=True)
+    else:  # bandwidths and rates: the total falls as they grow
+        lo, hi = 1e-3, 1e4
+        if loss(hi) > 0:
+            notes.append(f"even an unbounded {fit} predicts more than measured: other terms decide")
+            value = hi
+        elif loss(lo) < 0:
+            notes.append(f"even {fit}={lo} predicts less than measured")
+            value = lo
+        else:
+            value = math.exp(_bisect(lambda x: loss(math.exp(x)), math.log(lo), math.log(hi), increasing=False))
+    reproduced = dict(zip(devices, total_with(value), strict=True))
+    cpu_total = run("cpu", {"cpu_scale": scale}).predicted.total_ms
+    unit = "GFLOP/s" if fit == "gflops" else DEFAULTS[fit][1]
+    fitted = [Parameter(f"{backend}.{fit}" + (".default" if fit == "gflops" else ""), value, unit, src)]
+    # what the fitted profile leaves assumed
+    from kzlab.analysis.predict.parameters import backend_perf
+
+    table = dict(perf0)
+    table.pop("sources", None)
+    assumed = [p for p in backend_perf(backend, table, f"capability profile {first.name}").parameters()
+               if p.assumed and not p.name.startswith(f"{backend}.{fit}")]
+    text = profile_text(first, perf0, fit, value, src, scale, measured)
+    return Calibration(scale_p, fitted, assumed, dict(measured), {cpu_key: cpu_total, **reproduced}, text, notes)
+
+
+def _bisect(f, lo: float, hi: float, increasing: bool, steps: int = 60) -> float:
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if (f(mid) < 0) == increasing:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def profile_text(caps: Any, perf0: dict[str, Any], fit: str, value: float, src: str, scale: float,
+                 measured: dict[str, float]) -> str:
+    """The device's capability profile with a `[perf]` table holding the fitted value (and its source)."""
+    path = Path(caps.path) if getattr(caps, "path", None) else None
+    original = path.read_text() if path is not None and path.is_file() else ""
+    if not original:
+        raise InvalidInputError(f"capability profile {caps.name}: no file to base the calibrated profile on")
+    body = _strip_tables(original, ("perf", "calibration"))
+    lines = body.splitlines()
+    for i, line in enumerate(lines):  # a name of its own, so it does not shadow the built-in profile
+        if line.startswith("name"):
+            lines[i] = f'name = "{caps.name}-calibrated"'
+            break
+    values: dict[str, Any] = {k: v for k, v in perf0.items() if k not in ("source", "sources")}
+    sources = dict(perf0.get("sources") or {})
+    if fit == "gflops":
+        rates = dict(values.get("gflops") or {}) if isinstance(values.get("gflops"), dict) else {}
+        values["gflops"] = {**rates, "default": value}
+        sources["gflops"] = src
+    else:
+        values[fit] = value
+        sources[fit] = src
+    for k in ("gflops", "bandwidth_gbs", "launch_us", "sync_us", "copy_gbs"):
+        if k not in sources:
+            sources[k] = perf0.get("source") if k in perf0 else "assumed: kzlab default (not measured)"
+    cal = ["[calibration]", f"cpu_scale = {scale!r}", f"source = {_toml_value(src)}",
+           "measured_ms = { " + ", ".join(f'"{k}" = {float(v)!r}' for k, v in measured.items()) + " }"]
+    return "\n".join(lines).rstrip() + "\n\n" + perf_table(values, sources, src) + "\n" + "\n".join(cal) + "\n"

@@ -1,0 +1,130 @@
+"""The time and memory model of a placement: what it rests on, that it adds up, and that the memory it reports
+is what ggml's real scheduler reserves (on backends this machine has)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TINY
+
+import kzlab
+from kzlab.analysis.predict.parameters import backend_perf
+from kzlab.analysis.predict.timing import predict
+from kzlab.errors import InvalidInputError, InvalidOptionError
+
+F32 = TINY / "qwentts-tokenizer-f32.gguf"
+PORTABLE = kzlab.Lowering(mode="portable")
+FRAMES = 4
+
+
+@pytest.fixture(scope="module")
+def model():
+    return kzlab.load_model(F32)
+
+
+@pytest.fixture(scope="module")
+def cpu_profile(model):
+    """A CPU-only profile of the portable graph (what a prediction's CPU nodes stand on)."""
+    return kzlab.profile(model, frames=FRAMES, backend="cpu", lowering=PORTABLE, repeat=2, warmup=1, peak=False,
+                         progress=False, threads=1)
+
+
+def test_prediction_adds_up_and_names_its_sources(model, cpu_profile):
+    pl = kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, predict={"cpu_profile": cpu_profile})
+    p = pl.predicted
+    node_ms = sum(r["ms"] for r in p.nodes)
+    assert p.total_ms == pytest.approx(node_ms + p.copy_ms + p.sync_ms)
+    assert sum(p.by_backend_ms.values()) == pytest.approx(node_ms)
+    assert sum(p.by_stage_ms.values()) == pytest.approx(p.total_ms)
+    assert {r["how"] for r in p.nodes if r["backend"] == "CPU"} == {"cpu profile"}
+    assert {r["how"] for r in p.nodes if r["backend"] == "HTP" and r["how"] != "view"} == {"roofline"}
+    names = {q.name for q in p.parameters}
+    assert {"cpu.profile_wall_ms", "cpu.profile_normalisation", "HTP.sync_us"} <= names
+    assert "HTP.sync_us" in p.assumed and "cpu.profile_wall_ms" not in p.assumed
+    assert "assumed value" in p.summary()
+    d = pl.to_dict()
+    assert set(d["predicted"]) >= {"total_ms", "by_backend_ms", "by_stage_ms", "copy_ms", "sync_ms", "parameters"}
+    assert all(set(q) == {"name", "value", "unit", "source"} for q in d["predicted"]["parameters"])
+    for m in d["memory"].values():
+        assert set(m) >= {"weights_bytes", "compute_bytes", "total_bytes", "budget_bytes", "fits"}
+    json.dumps(d)
+
+
+def test_cpu_nodes_reproduce_the_cpu_profile(model, cpu_profile):
+    """On the CPU alone, the prediction is the profile's plain wall time (scaled when asked)."""
+    pl = kzlab.simulate(model, "cpu", frames=FRAMES, lowering=PORTABLE, weights_on="cpu",
+                        predict={"cpu_profile": cpu_profile})
+    cpu_sync = sum(s["sync_ms"] for s in pl.predicted.splits)
+    assert pl.predicted.total_ms - cpu_sync == pytest.approx(cpu_profile.wall_ms, rel=1e-9)
+    pl = kzlab.simulate(model, "cpu", frames=FRAMES, lowering=PORTABLE, weights_on="cpu",
+                        predict={"cpu_profile": cpu_profile, "cpu_baseline_ms": 3340.0})
+    assert pl.predicted.total_ms - cpu_sync == pytest.approx(3340.0, rel=1e-9)
+
+
+def test_a_profile_of_another_graph_is_refused(model, cpu_profile, tmp_path):
+    with pytest.raises(InvalidInputError, match="frames"):
+        kzlab.simulate(model, frames=FRAMES + 1, lowering=PORTABLE, predict={"cpu_profile": cpu_profile})
+    with pytest.raises(InvalidInputError, match="another lowering"):
+        kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE.replace(conv="ktap"),
+                       predict={"cpu_profile": cpu_profile})
+    bad = tmp_path / "p.json"
+    bad.write_text('{"not": "a profile"}')
+    with pytest.raises(InvalidInputError, match="not a kzlab profile"):
+        kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, predict={"cpu_profile": bad})
+    with pytest.raises(InvalidInputError, match="no such profile"):
+        kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, predict={"cpu_profile": tmp_path / "none.json"})
+    with pytest.raises(InvalidOptionError, match="unknown option"):
+        kzlab.simulate(model, frames=FRAMES, predict={"cpu_profil": 1})
+
+
+def test_roofline_of_a_device_node():
+    perf = backend_perf("HTP", {"gflops": {"default": 1.0, "MUL_MAT": 100.0}, "bandwidth_gbs": 1.0,
+                                "launch_us": 10.0, "sync_us": 50.0, "copy_gbs": 2.0,
+                                "source": "calibrated from a test"}, "test")
+    node = {"name": "x:MUL_MAT", "op": "MUL_MAT", "backend": "HTP", "stage": "s", "flops": 2e9, "bytes": 1e6,
+            "src_types": ["F16", "F32"]}
+    add = {"name": "x:ADD", "op": "ADD", "backend": "HTP", "stage": "s", "flops": 1e6, "bytes": 4e6,
+           "src_types": ["F32"]}
+    split = {"backend": "HTP", "input_bytes": 4_000_000, "stage": "s"}
+    p = predict([node, add], [split], {"frames": 1}, {"htp": perf})
+    rows = {r["name"]: r["ms"] for r in p.nodes}
+    assert rows["x:MUL_MAT"] == pytest.approx(2e9 / 100e9 * 1e3 + 0.01)  # compute-bound
+    assert rows["x:ADD"] == pytest.approx(4e6 / 1e9 * 1e3 + 0.01)  # memory-bound
+    assert p.copy_ms == pytest.approx(4e6 / 2e9 * 1e3) and p.sync_ms == pytest.approx(0.05)
+    assert not [q for q in p.parameters if q.name.startswith("HTP.") and q.assumed]
+    with pytest.raises(InvalidOptionError, match="launch_us"):
+        backend_perf("HTP", {"launch_us": -1}, "test")
+    with pytest.raises(InvalidOptionError, match="unknown key"):
+        backend_perf("HTP", {"flops": 1}, "test")
+
+
+@pytest.mark.parametrize("pair", ["blas", "rpc"])
+def test_memory_is_what_the_real_scheduler_reserves(model, pair):
+    """The compute buffers measured for a simulated placement equal the real scheduler's (same graph, same
+    assignment): exactly where the two backends share a buffer type (BLAS + CPU); within the split input copies,
+    counted at full size, where they do not (RPC + CPU)."""
+    from ggml import ggml as g
+
+    from kzlab.runtime.rpc import rpc_server
+    from kzlab.runtime.session import Session
+
+    frames = 40
+    with rpc_server(threads=1) as srv:
+        spec, sim, won = {
+            "blas": (["blas", "cpu"], [("BLAS", "blas", "CPU"), ("CPU", "cpu", "CPU")], "BLAS"),
+            "rpc": ([srv.address, "cpu"], [("RPC", "rpc", "RPC"), ("CPU", "cpu", "CPU")], "RPC"),
+        }[pair]
+        with Session(model, PORTABLE, backend=spec, sched=True, threads=1) as s:
+            bg = s.graph(frames)
+            s.backends.prepare(bg)
+            real = [int(g.ggml_backend_sched_get_buffer_size(s.backends.sched, b.handle)) for b in s.backends.backends]
+    pl = kzlab.simulate(model, frames=frames, lowering=PORTABLE, backends=sim, weights_on=won, predict=True)
+    est = [pl.memory[n].compute_bytes + pl.memory[n].copies_bytes for n in ("BLAS" if pair == "blas" else "RPC", "CPU")]
+    if pair == "blas":
+        assert est == [real[0], 0] and real[1] == 0  # one shared buffer, counted once
+        assert pl.memory["CPU"].shared_with == ["BLAS"]
+    else:
+        assert est[0] == pytest.approx(real[0], rel=0.01)
+        assert abs(sum(est) - sum(real)) <= 0.01 * sum(real)
+    assert pl.memory[pl.config["weights_on"]].weights_bytes > 0

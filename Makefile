@@ -38,6 +38,7 @@ lint: venv
 
 fuzz: venv
 	KZLAB_FUZZ_CASES=10000 $(PY) -m pytest -q tests/test_fuzz.py
+	KZLAB_INFER_SCHEMES=2000 $(PY) -m pytest -q -s tests/test_infer_fuzz.py
 
 bench: venv
 	$(PIP) install -q -e ".[bench]"

@@ -34,6 +34,45 @@ def detect_layout(raw: reader.RawFile) -> LayoutMap | None:
     return best[1] if best else None
 
 
+def layout_by_names(raw: reader.RawFile) -> LayoutMap | None:
+    """A built-in dialect whose map names every tensor of this file (none left over, none twice) although
+    the file's `general.architecture` is not one the dialect accepts: a file relabelled, or written
+    without the label. `detect_layout` refuses such a file on its label; its names say what it is."""
+    names = list(raw.tensors)
+    best: tuple[int, LayoutMap] | None = None
+    for lm in builtin_layouts():
+        if not lm.architectures or raw.architecture in lm.architectures:
+            continue  # detect_layout has judged this one on the names already
+        if not all(any(rx.search(n) for n in names) for rx in lm.detect):
+            continue
+        try:
+            mapping, unmapped = lm.apply(names)
+        except LayoutError:
+            continue
+        if unmapped or not mapping:
+            continue
+        if best is None or len(mapping) > best[0]:
+            best = (len(mapping), lm)
+    return best[1] if best else None
+
+
+def _architecture_says(arch: str | None, lm: LayoutMap | None = None) -> str:
+    """What is wrong with a file's `general.architecture` label, for a warning or an error."""
+    known = sorted({a for m in builtin_layouts() for a in m.architectures})
+    if arch is None:
+        what = "the file has no general.architecture"
+    elif arch not in known:
+        what = (
+            f"general.architecture {arch!r} is not a codec decoder architecture "
+            f"(the built-in layouts accept {', '.join(map(repr, known))})"
+        )
+    else:
+        what = f"general.architecture {arch!r} is not one layout '{lm.name if lm else '?'}' accepts"
+        if lm is not None:
+            what += f" ({', '.join(map(repr, lm.architectures))})"
+    return what
+
+
 def _normalise(role: str, kind: str | None, t: reader.RawTensor) -> tuple[int, ...]:
     """Drop the size-1 kernel axis some converters keep on 1x1 projections."""
     shape = t.shape
@@ -57,7 +96,10 @@ def load_model(
     """Read a decoder file and map it to canonical roles.
 
     `layout` names a built-in dialect or a TOML map; without it the dialect is detected, and files no
-    dialect fits go through structural inference (`kzlab.formats.infer`) when `infer` is true.
+    dialect fits go through structural inference (`kzlab.formats.infer`) when `infer` is true. A file whose
+    names are exactly a built-in map's but whose `general.architecture` that map does not accept (relabelled,
+    or unlabelled) is loaded through the map, with a warning and a note that say so (refused when `infer`
+    is false, since then only a file's label and names together choose its dialect).
     `overrides` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`);
     they win over the map's `[hparams]` table.
     """
@@ -67,7 +109,22 @@ def load_model(
         lm = get_layout(layout)
     else:
         lm = detect_layout(raw)
-        if lm is None:
+        by_names = layout_by_names(raw) if lm is None else None
+        if lm is None and by_names is not None:
+            # the names are exactly a built-in map's: only the label is wrong (or missing)
+            said = (
+                f"{_architecture_says(raw.architecture, by_names)}, but the tensor names are exactly those of "
+                f"the built-in layout '{by_names.name}'"
+            )
+            if not infer:
+                raise LayoutError(
+                    f"{raw.path}: no known layout fits this file: {said}; give layout='{by_names.name}' to "
+                    "load it through that map"
+                )
+            lm = by_names
+            notes.append(f"{said}: loaded through that layout")
+            warnings.warn(f"{raw.path}: {said}: loaded through that layout", stacklevel=2)
+        elif lm is None:
             if not infer:
                 raise LayoutError(
                     f"{raw.path}: no known layout fits this file (architecture {raw.architecture!r}); "
@@ -77,14 +134,18 @@ def load_model(
 
             proposal = infer_layout(raw)
             lm = proposal.layout
-            notes.append(f"layout inferred from structure: {proposal.summary()}")
-            warnings.warn(f"{raw.path}: unknown tensor names; {proposal.summary()}", stacklevel=2)
+            label = ""
+            known = {a for m in builtin_layouts() for a in m.architectures}
+            if raw.architecture is not None and raw.architecture not in known:
+                label = f" (and {_architecture_says(raw.architecture)})"
+            notes.append(f"layout inferred from structure{label}: {proposal.summary()}")
+            warnings.warn(f"{raw.path}: unknown tensor names{label}; {proposal.summary()}", stacklevel=2)
     mapping, unmapped = lm.apply(raw.tensors)
     if unmapped:
         shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
         notes.append(f"{len(unmapped)} tensors not used by the decoder: {shown}")
     values = {**lm.hparams, **(overrides or {})}
-    return model_from_mapping(raw, lm.name, mapping, notes, check_finite, overrides=values)
+    return model_from_mapping(raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks)
 
 
 def model_from_mapping(
@@ -94,14 +155,17 @@ def model_from_mapping(
     notes: list[str],
     check_finite: bool = True,
     overrides: dict[str, Any] | None = None,
+    quirks: dict[str, str] | None = None,
 ) -> Model:
+    """The Model of `raw` under `mapping` (role -> tensor name); `quirks`: metadata the layout is known to write
+    wrong (said once in the notes instead of a warning)."""
     src = str(raw.path)
     shapes: dict[str, tuple[int, ...]] = {}
     for role, name in mapping.items():
         kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
     try:
-        hp = hparams_from(shapes, raw.metadata, src)
+        hp = hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)
     except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
         # a tensor with too few axes or a metadata value of the wrong kind: name it instead of a traceback
         raise InvalidModelError(f"{src}: tensor shapes or metadata do not describe a decoder: {e}") from None

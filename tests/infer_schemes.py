@@ -409,9 +409,56 @@ _SYN = {
     "usage": ["usage", "cluster_usage", "counts"],
 }
 
+# words a transformer layer's norms and scales may carry beside their own: the side they belong to and their
+# position, in every language of the inference vocabulary (kzlab/formats/infer.py)
+_SIDE = {
+    "attn": ["attn", "attention", "self_attn", "sa", "att", "aufmerksamkeit", "atencion", "attenzione"],
+    "ffn": ["mlp", "ffn", "feed_forward", "ff", "feedforward", "reseau", "rete"],
+}
+_POS = {
+    "pre": ["pre", "input", "before", "first", "avant", "vor", "erste", "primero", "antes", "prima"],
+    "post": ["post", "after", "second", "apres", "nach", "zweite", "segundo", "despues", "dopo"],
+}
+#: how a word joins the one it qualifies: "_", "-", camelCase, or a name segment of its own
+_JOIN = ["_", "-", "camel", "seg"]
 
-def random_scheme(seed: int) -> Rename:
-    """A naming scheme drawn at random: the test of inference on names nobody chose with it in mind."""
+
+def _camel(words: list[str]) -> str:
+    subs = [s for w in words for s in re.split(r"[_-]", w) if s]
+    return subs[0][0].lower() + subs[0][1:] + "".join(s[0].upper() + s[1:] for s in subs[1:])
+
+
+class _Leaf:
+    """How one family of names puts a module word and its qualifiers (side, position, kind) together: each
+    qualifier before or after the module word, in a drawn order, joined in one of the `_JOIN` ways."""
+
+    def __init__(self, rnd: random.Random | None, sep: str):
+        self.sep = sep
+        if rnd is None:  # the plain style: module word, then each qualifier as a segment of its own
+            self.join, self.order, self.before = "seg", ["pos", "side", "kind"], set()
+            return
+        self.join = rnd.choice(_JOIN)
+        self.order = rnd.sample(["pos", "side", "kind"], 3)
+        self.before = {c for c in self.order if rnd.random() < 0.5}
+
+    def words(self, *words: str) -> str:
+        words_ = [w for w in words if w != ""]
+        if self.join == "camel":
+            return _camel(words_)
+        return (self.sep if self.join == "seg" else self.join).join(words_)
+
+    def __call__(self, module: str, **quals: str) -> str:
+        q = [(c, quals[c]) for c in self.order if quals.get(c, "") != ""]
+        seq = [w for c, w in q if c in self.before] + [module] + [w for c, w in q if c not in self.before]
+        return self.words(*seq)
+
+
+def random_scheme(seed: int, styles: bool = True) -> Rename:
+    """A naming scheme drawn at random: the test of inference on names nobody chose with it in mind.
+
+    With `styles`, the words that qualify a vector (the side of a transformer norm or scale and its
+    position, weight/bias, alpha/beta) are joined to the module word with `_`, `-`, camelCase or as a
+    segment of their own, before or after it; without, they follow it as segments of their own."""
     rnd = random.Random(seed)
     w = {k: rnd.choice(v) for k, v in _SYN.items()}
     sep = rnd.choice([".", "/", "-", ":", "|"])
@@ -423,12 +470,59 @@ def random_scheme(seed: int) -> Rename:
     scale_style = rnd.choice(["group", "numbered"])
     if w["beta"] == "b" and w["bias"] == "b":
         w["bias"] = "bias"
+    plain = _Leaf(None, sep)
+    vec = mat = snake = norm = scale = plain  # the leaf styles of biases, weights, snakes, norms and scales
+    side = {"attn": w["attn"], "ffn": w["ffn"]}
+    pos = {"pre": "pre", "post": "post"}
+    scale_kind = ""
+    if styles:
+        vec, snake, norm, scale = (_Leaf(rnd, sep) for _ in range(4))
+        mat = vec if rnd.random() < 0.5 else plain
+        norm_style = rnd.choice(["side", "position", "both", "compound", "hf", "numbered"])
+        scale_style = rnd.choice(["side", "both", "compound", "numbered"])
+        if rnd.random() < 0.5:
+            side = {s: rnd.choice(v) for s, v in _SIDE.items()}
+        pos = {p: rnd.choice(v) for p, v in _POS.items()}
+        scale_kind = rnd.choice(["", "", "scale", w["weight"]])
+        # a compound is a position word right before a side word: "pre_attn" (attention), "pre_mlp" and
+        # "post_attention" (the MLP's: after attention), "post_mlp"
+        compound_ffn = rnd.choice([("post", "attn"), ("pre", "ffn"), ("post", "ffn")])
+    # one scheme in twenty names one kind of sibling vectors with tags no vocabulary knows (`x`, `y`): the
+    # transformer norms, the snakes' alpha and beta, or the upsampling norms' weight and bias. Nothing
+    # tells those apart, so inference must refuse the scheme.
+    blind = None
+    if styles and rnd.random() < 0.05:
+        blind = rnd.choice(["layer", "snake", "upnorm"])
+        if blind == "snake":
+            w["alpha"], w["beta"] = "x", "y"
 
     def j(*parts: object) -> str:
         return sep.join(str(p) for p in parts if p != "")
 
     def wb(kind: str) -> str:
         return w["weight"] if kind == "weight" else w["bias"]
+
+    def kinded(module: str, kind: str) -> str:
+        """A module's weight (a matrix or conv, in the matrices' style) or bias (in the vectors' style)."""
+        return (mat if kind == "weight" else vec)(module, kind=wb(kind))
+
+    def layer_vector(leaf: _Leaf, role_word: str, first: bool, style: str, kind: str) -> str:
+        s, p = ("attn", "pre") if first else ("ffn", "post")
+        if blind == "layer" and role_word == w["norm"]:
+            return leaf(role_word, side="x" if first else "y", kind=kind)
+        if style == "side":
+            return leaf(role_word, side=side[s], kind=kind)
+        if style == "position":
+            return leaf(role_word, pos=pos[p], kind=kind)
+        if style == "both":
+            return leaf(role_word, side=side[s], pos=pos[p], kind=kind)
+        if style == "compound":
+            cp, cs = ("pre", "attn") if first else compound_ffn
+            return leaf(role_word, side=leaf.words(pos[cp], side[cs]), kind=kind)
+        if style == "numbered":
+            return leaf(role_word, pos="1" if first else "2", kind=kind)
+        # hf
+        return leaf("input_layernorm" if first else "post_attention_layernorm", kind=kind)
 
     def name(role: str) -> str:
         p = role.split(".")
@@ -444,53 +538,63 @@ def random_scheme(seed: int) -> Rename:
             proj = {"first": "semantic", "rest": "acoustic"}[p[1]] if not one_family else {"first": 0, "rest": 1}[p[1]]
             return j(R, q, "out_proj", proj) if one_family else j(R, q, proj, "out_proj")
         if p[0] == "pre_conv":
-            return j(R, "pre_conv", wb(p[1]))
+            return j(R, kinded("pre_conv", p[1]))
         if p[0] == "tfm":
             t = w["tfm"]
             if p[1] in ("input_proj", "output_proj"):
-                return j(R, t, w["in" if p[1] == "input_proj" else "out"], wb(p[2]))
+                return j(R, t, kinded(w["in" if p[1] == "input_proj" else "out"], p[2]))
             if p[1] == "norm":
-                return j(R, t, w["fnorm"], wb("weight"))
+                return j(R, t, vec(w["fnorm"], kind=wb("weight")))
             i = int(p[2]) + l0
             leaf = p[3]
             if leaf in ("attn_norm", "ffn_norm"):
                 first = leaf == "attn_norm"
-                n = {
-                    "group": f"{w['attn'] if first else w['ffn']}_{w['norm']}",
-                    "position": f"{'pre' if first else 'post'}_{w['norm']}",
-                    "hf": "input_layernorm" if first else "post_attention_layernorm",
-                    "numbered": f"{w['norm']}{1 if first else 2}",
-                }[norm_style]
-                return j(R, t, "layers", i, n, wb("weight"))
+                if not styles:
+                    n = {
+                        "group": f"{w['attn'] if first else w['ffn']}_{w['norm']}",
+                        "position": f"{'pre' if first else 'post'}_{w['norm']}",
+                        "hf": "input_layernorm" if first else "post_attention_layernorm",
+                        "numbered": f"{w['norm']}{1 if first else 2}",
+                    }[norm_style]
+                    return j(R, t, "layers", i, n, wb("weight"))
+                return j(R, t, "layers", i, layer_vector(norm, w["norm"], first, norm_style, wb("weight")))
             if leaf in ("attn_scale", "ffn_scale"):
                 first = leaf == "attn_scale"
-                grp = w["attn"] if first else w["ffn"]
-                n = f"{grp}_{w['scale']}" if scale_style == "group" else f"{w['scale']}{1 if first else 2}"
-                return j(R, t, "layers", i, n)
+                if not styles:
+                    grp = w["attn"] if first else w["ffn"]
+                    n = f"{grp}_{w['scale']}" if scale_style == "group" else f"{w['scale']}{1 if first else 2}"
+                    return j(R, t, "layers", i, n)
+                return j(R, t, "layers", i, layer_vector(scale, w["scale"], first, scale_style, scale_kind))
             grp, sub = leaf.split("_")
-            return j(R, t, "layers", i, w["attn"] if grp == "attn" else w["ffn"], w[sub], wb("weight"))
+            return j(R, t, "layers", i, w["attn"] if grp == "attn" else w["ffn"], kinded(w[sub], "weight"))
         if p[0] == "up":
             i = int(p[1]) + s0
             if p[2] == "gamma":
                 return j(R, w["ups"], i, w["gamma"])
             mod = {"convt": w["convt"], "dwconv": w["dw"], "norm": w["norm"]}.get(p[2]) or w["pw"].format(p[2][-1])
-            return j(R, w["ups"], i, mod, wb(p[3]))
+            if p[2] == "norm":  # a vector, weight or bias
+                return j(
+                    R, w["ups"], i, vec(mod, kind={"weight": "x", "bias": "y"}[p[3]] if blind == "upnorm" else wb(p[3]))
+                )
+            return j(R, w["ups"], i, kinded(mod, p[3]))
         # decoder
         b = int(p[1])
         if b == 0:
-            return j(R, w["dec"], w["dec0"], wb(p[3]))
+            return j(R, w["dec"], kinded(w["dec0"], p[3]))
         if b == 5:
-            return j(R, w["dec"], w["snake_out"], w[p[3]])
+            return j(R, w["dec"], snake(w["snake_out"], kind=w[p[3]]))
         if b == 6:
-            return j(R, w["dec"], w["conv_out"], wb(p[3]))
+            return j(R, w["dec"], kinded(w["conv_out"], p[3]))
         blk = b - 1 + b0
         if p[2] == "snake":
-            return j(R, w["dec"], blk, "snake", w[p[3]])
+            return j(R, w["dec"], blk, snake("snake", kind=w[p[3]]))
         if p[2] == "convt":
-            return j(R, w["dec"], blk, w["convt"], wb(p[3]))
+            return j(R, w["dec"], blk, kinded(w["convt"], p[3]))
         unit = int(p[3]) + u0
         kind, n = p[4][:-1], p[4][-1]
-        mod = w["act" if kind == "act" else "conv"].format(n)
-        return j(R, w["dec"], blk, "res", unit, mod, w[p[5]] if kind == "act" else wb(p[5]))
+        if kind == "act":
+            return j(R, w["dec"], blk, "res", unit, snake(w["act"].format(n), kind=w[p[5]]))
+        return j(R, w["dec"], blk, "res", unit, kinded(w["conv"].format(n), p[5]))
 
+    name.blind = blind  # type: ignore[attr-defined]  # what the scheme leaves undecidable, if anything
     return name

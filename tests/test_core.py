@@ -108,8 +108,14 @@ def test_hparams_agree_across_layouts(converted):
 
 
 def test_codebook_dim_internal_warning():
-    with pytest.warns(UserWarning, match="codebook_dim_internal|vq_dim"):
-        load_model(TINY / "qwentts-tokenizer-f32.gguf")
+    """Metadata the shapes contradict is a warning, unless the layout knows its writer gets it wrong."""
+    import dataclasses
+
+    from kzlab.formats.layout import get_layout
+
+    plain = dataclasses.replace(get_layout("qwentts"), quirks={})
+    with pytest.warns(UserWarning, match="vq_dim = 256 but the tensors say 16"):
+        load_model(TINY / "qwentts-tokenizer-f32.gguf", layout=plain)
 
 
 def test_weights_are_memory_mapped_views():
@@ -141,3 +147,13 @@ def test_block_paths_name_every_node(ref, resunit):
     paths = {lay.path for lay in bg.layers}
     layer_of = {n.split(":")[0] for n in names if ":" in n}
     assert layer_of <= paths | {"graph"}
+
+
+def test_a_known_layout_quirk_is_a_note_not_a_warning():
+    """qwentts.cpp writes vq_dim 256 for every model: its layout knows it, so loading says it once, in the notes."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = load_model(TINY / "qwentts-tokenizer-f32.gguf")
+    assert [n for n in m.notes if "vq_dim = 256" in n and "known quirk" in n]

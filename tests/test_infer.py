@@ -14,7 +14,8 @@ from pathlib import Path
 import infer_schemes as S
 import numpy as np
 import pytest
-from conftest import TINY, run_cli, snr_db
+from conftest import FRAMES, SAMPLES, TINY, run_cli, snr_db
+from fuzz_driver import GGUF
 
 import kzlab
 from kzlab.errors import InvalidOptionError, LayoutError
@@ -253,6 +254,35 @@ def test_tokens():
         "anfrage",
     )
     assert tokens("décodeur/tête:12.attn_q_w") == ("decodeur", "tete", "12", "attn", "q", "w")
+    assert tokens("layers.0.normWAntes") == ("layers", "0", "norm", "w", "antes")
+    assert tokens("l.1Ls-postAttentionLayernorm") == ("l", "1", "ls", "post", "attention", "layernorm")
+
+
+@pytest.mark.parametrize(
+    "attn_norm,ffn_norm,attn_scale,ffn_scale",
+    [
+        ("norm_attn", "norm_mlp", "ls_attn", "ls_mlp"),
+        ("attn_norm", "ffn_norm", "attnScale", "mlpScale"),
+        ("ln_attention", "ln_ffn", "attn-ls", "mlp-ls"),
+        ("input_layernorm", "post_attention_layernorm", "ls1", "ls2"),
+        ("pre_attn_ln", "pre_feedforward_ln", "scale_pre_attn", "scale_post_mlp"),
+        ("normAufmerksamkeit", "normReseau", "skala.atencion", "skala.mlp"),
+        ("w_norme_avant", "w_norme_apres", "echelle_attenzione", "echelle_rete"),
+    ],
+)
+def test_side_words_inside_a_segment(sources, tmp_path, attn_norm, ffn_norm, attn_scale, ffn_scale):
+    """A layer whose matrices carry no side word of their own (`m.t.h.0.wq`): only the words inside the
+    norms' and scales' own segments tell attention's from the MLP's."""
+    leaf = {"attn_norm.weight": attn_norm, "ffn_norm.weight": ffn_norm, "attn_scale": attn_scale}
+    leaf["ffn_scale"] = ffn_scale
+
+    def rename(role: str) -> str:
+        m = re.fullmatch(r"tfm\.blk\.(\d+)\.(attn_norm\.weight|ffn_norm\.weight|attn_scale|ffn_scale)", role)
+        return f"m.t.h.{m.group(1)}.{leaf[m.group(2)]}" if m else S.KURZ(role)
+
+    path = S.write_scheme(sources["divided"], rename, tmp_path / "sides.gguf", "f32", {"m.n_head": 4})
+    got = {a.role: a.tensor for a in infer_layout(path).assignments}
+    assert got == {role: rename(role) for role in sources["divided"]}
 
 
 @pytest.mark.parametrize("seed", range(1000, 1010))
@@ -261,6 +291,10 @@ def test_random_scheme_is_mapped_exactly(sources, tmp_path, seed):
     rename = S.random_scheme(seed)
     src = sources["usage" if seed % 2 else "divided"]
     path = S.write_scheme(src, rename, tmp_path / "r.gguf", "f16", {"x.n_head": 4}, seed=seed)
+    if rename.blind:  # some sibling vectors carry tags no vocabulary knows: nothing can tell them apart
+        with pytest.raises(LayoutError, match="cannot tell"):
+            infer_layout(path)
+        return
     got = {a.role: a.tensor for a in infer_layout(path).assignments}
     assert got == {role: rename(role) for role in src}
 
@@ -268,9 +302,61 @@ def test_random_scheme_is_mapped_exactly(sources, tmp_path, seed):
 @pytest.mark.parametrize("seed", [2000, 2001])
 def test_random_scheme_decodes_mixed(sources, ref, tmp_path, seed):
     rename = S.random_scheme(seed)
+    assert not rename.blind
     src = sources["usage" if seed % 2 else "divided"]
     path = S.write_scheme(src, rename, tmp_path / "r.gguf", "mixed", {"x.n_head": 4}, seed=seed)
     dec, _ = _load(path)
     with dec:
         assert dec.model.dtype_histogram().get("Q8_0", 0) >= 5
         assert snr_db(dec.decode(ref["codes"]), ref["wav"]) >= 30
+
+
+@pytest.mark.parametrize(
+    "label,says",
+    [
+        ("llama", "general.architecture 'llama' is not a codec decoder architecture"),
+        ("qwen3tts_tokenizer", "general.architecture 'qwen3tts_tokenizer' is not one layout 'qwentts' accepts"),
+        (None, "the file has no general.architecture"),
+    ],
+)
+def test_wrong_architecture_label_loads_through_the_layout_its_names_match(tmp_path, ref, label, says):
+    """A qwentts.cpp file relabelled (or unlabelled): its names are exactly the built-in map's, so it loads
+    through that map, and the warning says what is wrong (the label), not "unknown tensor names"."""
+    src = TINY / "qwentts-tokenizer-f32.gguf"
+    g = GGUF.read(src)
+    if label is None:
+        g.kvs = [kv for kv in g.kvs if kv[0] != "general.architecture"]
+    else:
+        g.set_string("general.architecture", label)
+    path = g.write(tmp_path / "relabelled.gguf")
+    assert reader.read(path).architecture == label
+    codes = np.ascontiguousarray(ref["codes"][:, :FRAMES], dtype=np.int32)
+    dec, warned = _load(path, backend="cpu", threads=1)
+    with dec:
+        assert dec.model.layout == "qwentts"
+        said = [w for w in warned if says in w]
+        assert said and "the built-in layout 'qwentts'" in said[0], warned
+        assert not any("unknown tensor names" in w for w in warned)
+        assert any(says in n and "'qwentts'" in n for n in dec.model.notes), dec.model.notes
+        wav = dec.decode(codes)
+    with kzlab.load(src, backend="cpu", threads=1) as orig:
+        assert np.array_equal(wav, orig.decode(codes))
+    assert snr_db(wav, ref["wav"][:SAMPLES]) >= 70
+    # without inference the file is refused, with the same explanation and the way to load it
+    with pytest.raises(LayoutError, match="no known layout") as e:
+        load_model(path, infer=False)
+    assert says in str(e.value) and "layout='qwentts'" in str(e.value)
+
+
+def test_foreign_label_with_unknown_names_says_both(tmp_path):
+    """Names no map knows and a label that is not a codec decoder's: inferred, and the warning says both."""
+    g = GGUF.read(TINY / "qwentts-tokenizer-f32.gguf").set_string("general.architecture", "llama")
+    for t in g.tensors:
+        t[0] = "blk_" + t[0].replace(".", "_")
+    path = g.write(tmp_path / "renamed.gguf")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = load_model(path)
+    warned = [str(w.message) for w in caught]
+    assert model.layout.startswith("inferred")
+    assert any("unknown tensor names" in w and "'llama' is not a codec decoder" in w for w in warned), warned

@@ -9,6 +9,12 @@ vocabulary of role words decide (alpha/beta, q/k/v, gate/up, norm/scale...), wit
 (`act1` before `act2`) as the last resort. Tensor order in the file is never used: files are rewritten in
 any order. When two tensors still cannot be told apart, inference refuses and names both.
 
+Names are read as words: split at every separator, at camelCase and before a capital that starts a word
+(`normWAntes` -> norm, w, antes). A word counts wherever it stands in a segment, so `norm_attn`, `attnNorm`,
+`ln-ffn`, `mlp_ln`, `ls_mlp` and `post_attention_layernorm` all tell the side of a transformer norm or
+scale; prefixes are compared without the words for weight, bias, alpha and beta (`bias_conv1` sits beside
+`conv1.weight` as `conv1.bias` does).
+
 Every assignment records how it was decided: `shape` (no other tensor fits: certain), `name` (the name's
 structure or a role word decided) or `order` (numbers in the names decided). The proposal is a plain
 `LayoutMap` of exact names, so it can be written with `kzlab layout infer -o map.toml`, read, edited and
@@ -53,9 +59,9 @@ _W: dict[str, frozenset[str]] = {
         "norm": "norm ln rms layernorm rmsnorm norme normalisation normalization normierung",
         "scale": "scale ls gamma layerscale echelle skala escala scala",
         "attn": "attn attention att self sa aufmerksamkeit atencion attenzione",
-        "ffn": "ffn mlp ff feedforward feed fc",
-        "pre": "pre input first before avant vor erste primero",
-        "post": "post after second apres nach zweite segundo",
+        "ffn": "ffn mlp ff feedforward feed fc ffw ffwd reseau rete",
+        "pre": "pre input first before avant vor erste primero antes prima",
+        "post": "post after second apres nach zweite segundo despues dopo",
         "in": "in input inp entree eingang entrada ingresso",
         "out": "out output sortie ausgang salida uscita",
         "encoder": "enc encoder encodeur codeur kodierer codificador",
@@ -67,7 +73,7 @@ _W: dict[str, frozenset[str]] = {
 #: words that also count when they are part of a longer token ("layernorm", "layerscale")
 _INFIX = {"norm": ("norm",), "scale": ("scale",)}
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")  # `normAttn`, `normWAntes`
 _SPLIT = re.compile(r"[^0-9a-z]+")
 
 
@@ -80,9 +86,61 @@ def tokens(name: str) -> tuple[str, ...]:
 
 
 def has_word(kind: str, toks: Iterable[str]) -> bool:
-    """Whether any token is one of the words for `kind` (also with a number after it: `ln1`, `ls2`)."""
+    """Whether any token is one of the words for `kind` (also with a number after or before it: `ln1`,
+    `ls2`, `2ln`)."""
     words, infix = _W[kind], _INFIX.get(kind, ())
-    return any(t in words or t.rstrip("0123456789") in words or any(i in t for i in infix) for t in toks)
+    return any(t in words or t.strip("0123456789") in words or any(i in t for i in infix) for t in toks)
+
+
+#: words that say which tensor of a module a name is (weight or bias, a snake's alpha or beta), not which module
+_KIND_WORDS = _W["weight"] | _W["bias"] | _W["alpha"] | _W["beta"]
+
+
+def stem(toks: tuple[str, ...]) -> tuple[str, ...]:
+    """The tokens that name the module: without the words for weight, bias, alpha and beta, wherever they
+    stand (`conv1.bias`, `bias_conv1` and `biasConv1` all have the stem `conv1`)."""
+    return tuple(t for t in toks if t not in _KIND_WORDS)
+
+
+def _is(kind: str, t: str) -> bool:
+    return has_word(kind, (t,))
+
+
+def sides(toks: Iterable[str]) -> set[str]:
+    """The transformer sides ("attn", "ffn") that the words of a norm's or a scale's name point to: a side
+    word (`attn`, `mlp`, `aufmerksamkeit`), a position word (`pre`/`input` for attention, `post` for the MLP),
+    or both in one phrase: a position word right before a side word says where the tensor sits relative to
+    that side (`pre_attn` and `input` are attention's, `pre_mlp`, `post_mlp` and `post_attention` the MLP's)."""
+    toks = list(toks)
+    out: set[str] = set()
+    used: set[int] = set()
+    i = 0
+    while i < len(toks):
+        side = "attn" if _is("attn", toks[i]) else "ffn" if _is("ffn", toks[i]) else None
+        if side is None:
+            i += 1
+            continue
+        k = i
+        while k + 1 < len(toks) and _is(side, toks[k + 1]):  # one phrase: `self attn`, `feed forward`
+            k += 1
+        before = i - 1
+        if before >= 0 and _is("post", toks[before]) and not _is("pre", toks[before]):
+            out.add("ffn")  # after attention, or the MLP's own
+            used.add(before)
+        elif before >= 0 and _is("pre", toks[before]) and not _is("post", toks[before]):
+            out.add(side)
+            used.add(before)
+        else:
+            out.add(side)
+        i = k + 1
+    for i, t in enumerate(toks):
+        if i in used or _is("attn", t) or _is("ffn", t):
+            continue
+        if _is("pre", t) and not _is("post", t):
+            out.add("attn")
+        elif _is("post", t) and not _is("pre", t):
+            out.add("ffn")
+    return out
 
 
 def lcp(a: tuple[str, ...], b: tuple[str, ...]) -> int:
@@ -177,6 +235,7 @@ class _T:
     name: str
     shape: tuple[int, ...]
     toks: tuple[str, ...]
+    stem: tuple[str, ...] = ()  # the tokens without weight/bias/alpha/beta words: the module's name
 
     def mat(self) -> tuple[int, int] | None:
         """The shape as a matrix [out, in]; converters sometimes keep a size-1 kernel axis."""
@@ -207,7 +266,10 @@ class _Solver:
     def __init__(self, raw: RawFile):
         self.raw = raw
         self.src = str(raw.path)
-        self.all = {n: _T(n, tuple(int(d) for d in t.shape), tokens(n)) for n, t in raw.tensors.items()}
+        self.all = {}
+        for n, t in raw.tensors.items():
+            toks = tokens(n)
+            self.all[n] = _T(n, tuple(int(d) for d in t.shape), toks, stem(toks))
         self.excluded = sorted(n for n, t in self.all.items() if _is_encoder(t.toks))
         self.free = {n: t for n, t in self.all.items() if n not in self.excluded}
         self.out: dict[str, Assignment] = {}
@@ -243,15 +305,17 @@ def _solve(
     ok: Callable[[dict[str, _T]], bool],
     score: Callable[[dict[str, _T]], Score],
     what: str,
+    fits: Callable[[str, _T, dict[str, _T]], bool] | None = None,
 ) -> dict[str, tuple[_T, str]]:
     """Give each role one of `items` (as many items as roles): among the assignments `ok` accepts, the
     best by (name structure, role words, numbers in names). Returns {role: (tensor, how)}; refuses,
-    naming the tensors, when no assignment fits or the best is not unique."""
+    naming the tensors, when no assignment fits or the best is not unique. `fits(role, tensor, partial)`,
+    when given, rules out a pairing as soon as the roles before it are given (a bias of the wrong length,
+    a key whose width is not the query's), so that fewer assignments are tried."""
     if len(items) != len(roles):
         raise _refuse(f"{what}: expected {len(roles)} tensors, found {len(items)}", [t.name for t in items])
     cands = []
-    for perm in itertools.permutations(items):
-        a = dict(zip(roles, perm, strict=True))
+    for a in _assignments(items, roles, fits):
         if ok(a):
             cands.append((score(a), a))
     if not cands:
@@ -263,16 +327,44 @@ def _solve(
         raise _refuse(f"{what}: cannot tell these tensors apart (same shape, no distinguishing name)", differ)
     win = top[0]
     out: dict[str, tuple[_T, str]] = {}
+    near = {depth: [a for s, a in cands if s[:depth] == best[:depth]] for depth in (0, 1, 2)}
     for r in roles:
         tier = 3
         for depth, how in ((0, "shape"), (1, "name"), (2, "name")):
-            rivals = [a for s, a in cands if s[:depth] == best[:depth]]
+            rivals = near[depth]
             if all(a[r] is win[r] for a in rivals):
                 tier = depth
                 out[r] = (win[r], how)
                 break
         if tier == 3:
             out[r] = (win[r], "order")
+    return out
+
+
+def _assignments(
+    items: list[_T], roles: list[str], fits: Callable[[str, _T, dict[str, _T]], bool] | None
+) -> list[dict[str, _T]]:
+    """Every way of giving each role one of `items` that `fits` allows, role by role in order."""
+    if fits is None:
+        return [dict(zip(roles, perm, strict=True)) for perm in itertools.permutations(items)]
+    out: list[dict[str, _T]] = []
+    partial: dict[str, _T] = {}
+    free = list(items)
+
+    def walk(k: int) -> None:
+        if k == len(roles):
+            out.append(dict(partial))
+            return
+        r = roles[k]
+        for t in list(free):
+            if fits(r, t, partial):
+                partial[r] = t
+                free.remove(t)
+                walk(k + 1)
+                free.append(t)
+                del partial[r]
+
+    walk(0)
     return out
 
 
@@ -490,13 +582,15 @@ def _words(a: dict[str, _T], kinds: dict[str, str], suffix: dict[str, tuple[str,
     """Role-word score of an assignment: one point per tensor whose distinguishing tokens carry a word
     of its role, minus one per tensor carrying a word of a rival role only."""
     suffix = suffix or _suffixes(list(a.values()))
-    total = 0.0
     rivals = set(kinds.values())
-    for r, t in a.items():
-        toks = suffix[t.name]
-        mine = has_word(kinds[r], toks)
-        total += 1 if mine else (-1 if any(has_word(o, toks) for o in rivals - {kinds[r]}) else 0)
-    return total
+    return sum(_word(kinds[r], rivals, suffix[t.name]) for r, t in a.items())
+
+
+def _word(kind: str, rivals: set[str], toks: tuple[str, ...]) -> float:
+    """One tensor's role-word score: 1 with a word of its kind, -1 with a word of a rival kind only."""
+    if has_word(kind, toks):
+        return 1
+    return -1 if any(has_word(o, toks) for o in rivals - {kind}) else 0
 
 
 _LAYER_MATS = ["attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up", "ffn_down"]
@@ -505,18 +599,44 @@ _LAYER_MATS = ["attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up", "ff
 def _layer(s: _Solver, i: int, group: list[_T]) -> dict[str, Any]:
     suffix = _suffixes(group)
     kinds = {r: r.split("_")[1] for r in _LAYER_MATS}
+    rivals = set(kinds.values())
+    mat = {t.name: t.mat() for t in group}
+    # role words of each pairing, and half a point for a word of the right side
+    unary = {
+        (r, t.name): _word(kinds[r], rivals, suffix[t.name])
+        + 0.5 * has_word("attn" if r.startswith("attn") else "ffn", suffix[t.name])
+        for r in _LAYER_MATS
+        for t in group
+    }
 
     def ok(a: dict[str, _T]) -> bool:
-        q, k, v, o = (a[r].mat() for r in _LAYER_MATS[:4])
-        g, u, d = (a[r].mat() for r in _LAYER_MATS[4:])
+        q, k, v, o = (mat[a[r].name] for r in _LAYER_MATS[:4])
+        g, u, d = (mat[a[r].name] for r in _LAYER_MATS[4:])
         H = q[1]
         return k == v and k[1] == H and o == (H, q[0]) and q[0] % k[0] == 0 and g == u and g[1] == H and d == (H, g[0])
 
-    def score(a: dict[str, _T]) -> Score:
-        side = sum(1 for r in _LAYER_MATS if has_word("attn" if r.startswith("attn") else "ffn", suffix[a[r].name]))
-        return (0, _words(a, kinds, suffix) + 0.5 * side, 0)
+    def fits(r: str, t: _T, a: dict[str, _T]) -> bool:
+        """`ok`, checked as soon as the roles it relates are given (roles are given in _LAYER_MATS order)."""
+        m = mat[t.name]
+        q = mat[a["attn_q"].name] if "attn_q" in a else None
+        if q is None:
+            return True
+        if r == "attn_k":
+            return m[1] == q[1] and q[0] % m[0] == 0
+        if r == "attn_v":
+            return m == mat[a["attn_k"].name]
+        if r == "attn_o":
+            return m == (q[1], q[0])
+        if r == "ffn_gate":
+            return m[1] == q[1]
+        if r == "ffn_up":
+            return m == mat[a["ffn_gate"].name]
+        return m == (q[1], mat[a["ffn_gate"].name][0])  # ffn_down
 
-    got = _solve(group, _LAYER_MATS, ok, score, f"transformer layer {i}")
+    def score(a: dict[str, _T]) -> Score:
+        return (0, sum(unary[(r, t.name)] for r, t in a.items()), 0)
+
+    got = _solve(group, _LAYER_MATS, ok, score, f"transformer layer {i}", fits)
     names = {r: t for r, (t, _) in got.items()}
     for r, (t, how) in got.items():
         s.take(f"tfm.blk.{i}.{r}.weight", t, how)
@@ -540,7 +660,9 @@ class _Owner:
     got: list[_T] = field(default_factory=list)
 
     def affinity(self, v: _T) -> int:
-        return max((lcp(v.toks, t.toks) for t in self.tensors), default=0)
+        """How close a vector's name sits to this part's tensors: the common prefix of their module names
+        (stems), so that `bias_conv1` sits as close to `conv1_weight` as `conv1_bias` does."""
+        return max((lcp(v.stem, t.stem) for t in self.tensors), default=0)
 
 
 def _attach(s: _Solver, owners: list[_Owner]) -> list[_T]:
@@ -607,8 +729,8 @@ def _vectors(s: _Solver, dims: dict[str, Any], blocks: dict[str, Any], n_up: int
     nq = 1 + sum(1 for r in A if r.startswith("vq.rest.") and r.endswith(".codebook"))
     for p in ["vq.first"] + [f"vq.rest.{i}" for i in range(nq - 1)]:
         cb = T[A[f"{p}.codebook"].tensor]
-        idx = [i for i, x in enumerate(cb.toks) if x.isdigit()]
-        own(p, [f"{p}.codebook"], {cb.shape[0]: 1}, min_lcp=(idx[-1] + 1 if idx else len(cb.toks) - 1), optional=True)
+        idx = [i for i, x in enumerate(cb.stem) if x.isdigit()]
+        own(p, [f"{p}.codebook"], {cb.shape[0]: 1}, min_lcp=(idx[-1] + 1 if idx else len(cb.stem) - 1), optional=True)
     own("pre_conv", ["pre_conv.weight"], {L: 1})
     own("tfm", ["tfm.input_proj.weight", "tfm.output_proj.weight"], _sizes((H, 2), (L, 1)))
     for i, _ in enumerate(tfm["layers"]):
@@ -708,33 +830,47 @@ def _fill(s: _Solver, key: str, o: _Owner, blocks: dict[str, Any], nb: int) -> N
     if len(o.got) != len(roles):
         raise _refuse(f"{o.key}: expected {len(roles)} vectors, found {len(o.got)}", [v.name for v in o.got])
     suffix = _suffixes(o.got)
+    number = {t.name: _ordinal(suffix[t.name]) for t in o.got}
+    close = {(x.name, y.name): lcp(x.stem, y.stem) for x in o.got for y in o.got}
+    rivals = set(kinds.values())
+    first_side = next(iter(side.values()), None)
 
-    def ok(a: dict[str, _T]) -> bool:
-        for r, t in a.items():
-            want = size.get(r) or (
-                W(bias_of[r]).shape[1] if r.endswith("convt.bias") else W(bias_of[r]).shape[0] if r in bias_of else None
-            )
-            if want is not None and t.shape[0] != want:
-                return False
-        return True
+    def fits(r: str, t: _T, _partial: dict[str, _T]) -> bool:
+        want = size.get(r) or (
+            W(bias_of[r]).shape[1] if r.endswith("convt.bias") else W(bias_of[r]).shape[0] if r in bias_of else None
+        )
+        return want is None or t.shape[0] == want
+
+    unary: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def one(r: str, t: _T) -> tuple[float, float]:
+        """What a single pairing scores: (name structure, role words), the same in every assignment."""
+        got = unary.get((r, t.name))
+        if got is None:
+            u1 = lcp(t.stem, W(bias_of[r]).stem) if r in bias_of else 0
+            u2 = _word(kinds[r], rivals, suffix[t.name]) if r in kinds else 0
+            if r in side:  # the layer's attention or MLP: tensors whose names share more, then side words
+                u1 += max(lcp(t.stem, m.stem) for m in side[r])
+                mine, other = ("attn", "ffn") if side[r] is first_side else ("ffn", "attn")
+                said = sides(suffix[t.name])
+                u2 += 2 * (mine in said) - 2 * (other in said)
+            got = unary[(r, t.name)] = (u1, u2)
+        return got
 
     def score(a: dict[str, _T]) -> Score:
-        t1 = sum(lcp(a[r].toks, W(w).toks) for r, w in bias_of.items())
-        t1 += sum(lcp(a[x].toks, a[y].toks) for x, y in pairs)
-        t1 += sum(max(lcp(a[r].toks, m.toks) for m in ms) for r, ms in side.items())
-        t2 = _words({r: a[r] for r in kinds}, kinds, suffix) if kinds else 0
-        for r, ms in side.items():  # position words: "pre"/"input" before attention, "post" before the MLP
-            first = ms is side[next(iter(side))]
-            t2 += 2 * has_word("pre" if first else "post", suffix[a[r].name])
-            t2 -= 2 * has_word("post" if first else "pre", suffix[a[r].name])
+        t1 = t2 = 0.0
+        for r, t in a.items():
+            u1, u2 = one(r, t)
+            t1, t2 = t1 + u1, t2 + u2
+        t1 += sum(close[(a[x].name, a[y].name)] for x, y in pairs)
         t3 = 0
         for x, y in seq:
-            ox, oy = _ordinal(suffix[a[x].name]), _ordinal(suffix[a[y].name])
+            ox, oy = number[a[x].name], number[a[y].name]
             if ox is not None and oy is not None and ox != oy:
                 t3 += 1 if ox < oy else -1
         return (t1, t2, t3)
 
-    for r, (t, how) in _solve(o.got, roles, ok, score, o.key).items():
+    for r, (t, how) in _solve(o.got, roles, lambda a: True, score, o.key, fits).items():
         s.take(r, t, how)
 
 

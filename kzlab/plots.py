@@ -329,6 +329,40 @@ def placement(pl: Any, title: str | None = None) -> Figure:
     return fig
 
 
+def _prediction(obj: Any) -> Mapping | None:
+    p = field(obj, "predicted")
+    if p is None or isinstance(p, Mapping):
+        return p
+    return p.to_dict(rows=True)
+
+
+def predicted_stages(pls: Any, labels: Sequence[str] | None = None, baseline: Any = None) -> Figure:
+    """Predicted milliseconds per stage of one or more placements (bars side by side), the split costs (copies
+    and synchronisation) included; `baseline` (e.g. the CPU-only prediction) as a line of its own."""
+    items = pls if isinstance(pls, list | tuple) else [pls]
+    preds = [_prediction(p) for p in items]
+    labels = list(labels or [f"{(field(p, 'config') or {}).get('profile', '?')}" for p in items])
+    stages = stage_order([s for pr in preds if pr for s in pr["by_stage_ms"]])
+    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(stages))
+    w = 0.8 / max(1, len(preds))
+    for i, (pr, lab) in enumerate(zip(preds, labels, strict=True)):
+        if pr is None:
+            continue
+        v = [pr["by_stage_ms"].get(s, 0.0) for s in stages]
+        ax.bar(x + (i - (len(preds) - 1) / 2) * w, v, width=w, label=f"{lab}: {pr['total_ms']:.0f} ms")
+    base = _prediction(baseline) if baseline is not None else None
+    if base is not None:
+        ax.plot(x, [base["by_stage_ms"].get(s, 0.0) for s in stages], "k_", markersize=18, mew=2,
+                label=f"CPU only: {base['total_ms']:.0f} ms")
+    ax.set_xticks(x, stages, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("predicted ms")
+    ax.legend(fontsize=7)
+    ax.set_title("predicted time per stage (split copies and synchronisation included)", fontsize=9)
+    return fig
+
+
 SPLIT_COLUMNS = ("backend", "stage", "n_nodes", "n_inputs", "input_bytes", "first_node")
 CONV_COLUMNS = ("layer", "kind", "stage", "t_in", "c_out", "src1", "src1_rows", "mul_mats", "backends", "verdict",
                 "rule", "reason")
@@ -374,8 +408,11 @@ def split_timeline(p: Any, width: float = 12.0) -> Figure:
 
 
 def placement_figures(pl: Any) -> list[Figure]:
-    """`placement(pl)` and the split timeline of the same placement."""
-    return [placement(pl), split_timeline(pl)]
+    """`placement(pl)`, the split timeline of the same placement and, when it was predicted, its time per stage."""
+    figs = [placement(pl), split_timeline(pl)]
+    if field(pl, "predicted") is not None:
+        figs.append(predicted_stages(pl))
+    return figs
 
 
 # ---- audio ---------------------------------------------------------------------------------------------
@@ -487,6 +524,7 @@ __all__ = [
     "gflop_table",
     "placement",
     "placement_figures",
+    "predicted_stages",
     "split_timeline",
     "as_rows",
     "ratios",

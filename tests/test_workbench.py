@@ -167,3 +167,24 @@ def test_placement_tab(wb):
     long_refused = [r for r in refused if r["src1_rows"] > 1024]
     assert long_refused and all(r["stage"].startswith("decoder.") for r in long_refused)
     assert all(r["src1_rows"] <= 1024 for r in view.rows if r["verdict"] == "accepted")
+
+
+def test_placement_tab_predicts_time_and_memory(wb):
+    """With `predict` checked, the Placement tab says how long the placed decode would take, on what it rests
+    (a CPU-only profile of the portable graph, taken for it), and whether each backend's memory fits."""
+    wb.hexagon.value = "hexagon-v0.15.3"
+    wb.predict.value = True
+    wb.cpu_baseline_ms.value = 3340.0
+    try:
+        wb.run_button.click()
+        assert wb.wait(300)
+    finally:
+        wb.hexagon.value, wb.predict.value, wb.cpu_baseline_ms.value = "(none)", False, 0.0
+    rec = wb.results[-1]
+    assert rec.ok and rec.placement is not None and rec.placement.predicted is not None, rec.notes
+    view = wb.views["Placement"]
+    assert view.data["predicted_ms"] == rec.placement.predicted.total_ms > 0
+    text = "".join(view.html)
+    assert "Predicted time and memory" in text and "from the CPU-only baseline 3340 ms" in text
+    assert "Memory per backend" in text and "HTP" in view.data["memory"]
+    assert len(view.figures) == 3  # placement, split timeline, predicted time per stage

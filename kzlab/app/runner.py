@@ -50,6 +50,10 @@ class RunSpec:
     repeat: int = 1
     profile: bool = True  # False: decode (and placement) only
     hexagon_profile: str | None = None
+    #: with a Hexagon profile: put milliseconds and bytes on the placement (a CPU-only profile of the portable graph
+    #: is taken for its CPU nodes), scaled to `cpu_baseline_ms` (the CPU-only decode measured on the device) if set
+    predict: bool = False
+    cpu_baseline_ms: float | None = None
     label: str = ""
 
     def lowering_obj(self) -> Lowering:
@@ -154,6 +158,24 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
     raise InvalidOptionError(f"input {spec.input!r}: one of {', '.join(INPUTS)}")
 
 
+def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering, prof_fn) -> dict:
+    """What `simulate(predict=...)` needs: a CPU-only profile of the portable graph (this run's own profile when it
+    is one, else one taken now) and the CPU-only baseline to scale it to."""
+    portable = low.portable()
+    own = rec.profile
+    if own is not None and own.config.get("backend") == ["cpu"] and own.config.get("mode") == "portable" and (
+        own.config.get("lowering_resolved") == portable.resolve(cpu_only=True).to_dict()
+    ):
+        cpu_profile = own
+    else:
+        if prof_fn is None:
+            raise InvalidOptionError("a prediction needs the profiler (kzlab.analysis.profile)")
+        rec.notes.append("a CPU-only profile of the portable graph was taken for the prediction's CPU nodes")
+        cpu_profile = prof_fn(str(path), codes=codes, backends=BackendSpec("cpu", spec.threads, False),
+                              lowering=portable, repeat=max(1, int(spec.repeat)), warmup=1, peak=False, progress=False)
+    return {"cpu_profile": cpu_profile, "cpu_baseline_ms": spec.cpu_baseline_ms or None}
+
+
 def execute(
     spec: RunSpec,
     progress: Callable[[float, int, str], None] | None = None,
@@ -228,11 +250,13 @@ def execute(
                 rec.notes.append("placement simulator not available in this installation")
             else:
                 frames = x.shape[1] if kind == "codes" else max(1, x.shape[1] // 4)
+                codes = x if kind == "codes" else random_codes(dec.hparams, frames)
                 try:
+                    predict = _prediction_inputs(spec, rec, path, codes, low, prof_fn) if spec.predict else None
                     # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
                     rec.placement = sim(
                         str(path), profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
-                        weights_on="htp",
+                        weights_on="htp", predict=predict,
                     )
                 except KzlabError as e:
                     rec.notes.append(f"placement failed: {e}")

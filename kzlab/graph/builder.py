@@ -232,9 +232,14 @@ class GraphBuilder:
 
         The first part padded to the full size, then one in-place SET per other part (a row-wise copy), instead
         of a tree of CONCATs (log2(parts) passes of ggml's element-by-element concat). Each SET returns a view
-        of the output whose source is the previous SET, so the parts land in order."""
+        of the output whose source is the previous SET, so the parts land in order.
+
+        In the portable mode the join is the CONCAT a device port would write (SET is a CPU-side trick that no
+        device backend takes, so it would put every join, and the splits around it, on the CPU)."""
         if len(parts) == 1:
             return parts[0]
+        if self.low.mode == "portable":
+            return self._concat_tree(parts, dim)
         ctx = self.ctx
         ne = [int(parts[0].contents.ne[0]), int(parts[0].contents.ne[1])]
         ne[dim] = sum(int(p.contents.ne[dim]) for p in parts)

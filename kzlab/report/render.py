@@ -71,6 +71,62 @@ def what_ran(rec) -> dict[str, Any]:
     }
 
 
+def prediction_html(pl) -> str:
+    """A placement's predicted time and memory: totals, per stage, every parameter with its source (the assumed
+    ones marked), and each backend's memory against its budget. '' when it was not predicted."""
+    pred = plots.field(pl, "predicted")
+    if pred is None:
+        return ""
+    d = pred if isinstance(pred, Mapping) else pred.to_dict()
+    parts = ["<h3>Predicted time and memory</h3>"]
+    head = {"predicted total ms": d["total_ms"], **{f"{k} ms": v for k, v in d["by_backend_ms"].items()},
+            "input copies ms": d["copy_ms"], "split synchronisation ms": d["sync_ms"]}
+    parts.append(table(head))
+    parts.append(table([{"stage": k, "ms": v} for k, v in d["by_stage_ms"].items()]))
+    assumed = set(d.get("assumed", []))
+    rows = [{**p, "assumed": "yes" if p["name"] in assumed else ""} for p in d["parameters"]]
+    if assumed:
+        parts.append(f'<p class="note">this prediction rests on {len(assumed)} assumed value(s): replace them with '
+                     "measurements (a CPU profile, device op logs, `kzlab calibrate`)</p>")
+    parts.append(table(rows, ["name", "value", "unit", "source", "assumed"]))
+    mem = plots.field(pl, "memory") or {}
+    mrows = []
+    for name, m in mem.items():
+        m = m if isinstance(m, Mapping) else m.to_dict()
+        fits = {True: "fits", False: "DOES NOT FIT", None: "no budget"}[m["fits"]]
+        mrows.append({"backend": name, "weights MB": m["weights_bytes"] / 1e6, "compute MB": m["compute_bytes"] / 1e6,
+                      "input copies MB": m["copies_bytes"] / 1e6, "total MB": m["total_bytes"] / 1e6,
+                      "budget MB": (m["budget_bytes"] or 0) / 1e6 or "", "verdict": fits,
+                      "largest": ", ".join(f"{t['name']} {t['bytes'] / 1e6:.1f} MB" for t in m.get("largest", [])[:3])})
+    if mrows:
+        parts.append("<h4>Memory per backend (measured with ggml's allocator on this graph)</h4>" + table(mrows))
+    return "\n".join(parts)
+
+
+def placement_diff_html(a, b) -> str:
+    """Two placements side by side: nodes that moved, splits, copies, predicted ms per stage."""
+    from kzlab.analysis.predict.compare import placement_diff
+
+    pa, pb = plots.field(a, "placement"), plots.field(b, "placement")
+    if pa is None or pb is None:
+        return ""
+    d = placement_diff(pa, pb)
+    rows = [{"": "splits", "A": d["splits"][0], "B": d["splits"][1]},
+            {"": "MB copied", "A": d["copied_bytes"][0] / 1e6, "B": d["copied_bytes"][1] / 1e6}]
+    if d["predicted_ms"][0] is not None and d["predicted_ms"][1] is not None:
+        rows += [{"": "predicted ms", "A": d["predicted_ms"][0], "B": d["predicted_ms"][1]},
+                 {"": "copies ms", "A": d["copy_ms"][0], "B": d["copy_ms"][1]},
+                 {"": "synchronisation ms", "A": d["sync_ms"][0], "B": d["sync_ms"][1]}]
+    parts = ["<h3>Placements A and B</h3>", table(rows)]
+    parts.append(f"<p>{len(d['moved'])} nodes run elsewhere in B ({d['only_a']} only in A, {d['only_b']} only in B)"
+                 "</p>")
+    if d["moved"]:
+        parts.append(table(d["moved"][:40], ["name", "op", "stage", "a", "b"]))
+    if d["stages"]:
+        parts.append(table(d["stages"], ["stage", "a_ms", "b_ms", "b_minus_a_ms"]))
+    return "\n".join(parts)
+
+
 def same_mode_note(a, b) -> str:
     """A warning when two runs compared are not like with like (different modes), else ''."""
     if a.mode and b.mode and a.mode != b.mode:
@@ -136,6 +192,7 @@ def run_section(rec, index: int) -> str:
         copied = plots.field(pl, "copied_bytes")
         if copied is not None:
             parts.append(f"<p>copied between backends: {float(copied) / 1e6:.2f} MB</p>")
+        parts.append(prediction_html(pl))
     if rec.wav is not None:
         parts.append("<h3>Audio</h3>" + audio_tag(rec.wav, rec.sample_rate, rec.label))
         if rec.reference is not None:
@@ -153,6 +210,9 @@ def compare_section(a, b, ia: int, ib: int) -> str:
     """Two runs side by side: ratios per block and per op (when both were profiled) and both audios."""
     parts = [f"<h2>Compare run {ia} and run {ib}</h2>", same_mode_note(a, b)]
     parts.append(table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))]))
+    parts.append(placement_diff_html(a, b))
+    if a.placement is not None and b.placement is not None and a.placement.predicted and b.placement.predicted:
+        parts.append(figure_tag(plots.predicted_stages([a.placement, b.placement], ["A", "B"]), "predicted A/B"))
     if a.profile is not None and b.profile is not None:
         r = plots.ratios(a.profile, b.profile)
         parts.append(figure_tag(plots.compare(a.profile, b.profile, (a.label, b.label)), "compare"))

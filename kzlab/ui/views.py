@@ -14,7 +14,7 @@ from typing import Any
 
 from kzlab import plots
 from kzlab.audio import snr_db, snr_text, wav_bytes, wav_length
-from kzlab.report.render import same_mode_note, table, what_ran
+from kzlab.report.render import placement_diff_html, prediction_html, same_mode_note, table, what_ran
 
 TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
 OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
@@ -95,6 +95,10 @@ def placement_view(rec) -> View:
     v.rows = convs
     v.html.append(f"<p>{len(splits)} splits, {copied / 1e6:.2f} MB copied between backends; nodes: "
                   + ", ".join(f"{k} {n}" for k, n in by.items()) + "</p>")
+    if plots.field(pl, "predicted") is not None:  # the "predicted time and memory" view
+        v.html.append(prediction_html(pl))
+        v.data["predicted_ms"] = pl.predicted.total_ms
+        v.data["memory"] = {k: m.to_dict() for k, m in pl.memory.items()}
     if convs:
         v.html.append(table(convs, [c for c in plots.CONV_COLUMNS if c in convs[0]]))
     v.html.append(table(splits[:40], [c for c in plots.SPLIT_COLUMNS if splits and c in splits[0]])
@@ -132,6 +136,11 @@ def compare_view(a, b) -> View:
     ran = table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))])
     v.html.insert(0, f"<p>A = {html.escape(a.label)}, B = {html.escape(b.label)}</p>" + same_mode_note(a, b) + ran
                   + table(rows))
+    diff = placement_diff_html(a, b)  # the A/B of two placements: nodes that moved, splits, copies, ms per stage
+    if diff:
+        v.html.append(diff)
+        if a.placement.predicted is not None and b.placement.predicted is not None:
+            v.figures.append(plots.predicted_stages([a.placement, b.placement], [a.label, b.label]))
     for rec in (a, b):
         if rec.wav is not None:
             v.audio.append((rec.label, wav_bytes(rec.wav, rec.sample_rate)))

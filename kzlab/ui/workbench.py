@@ -11,7 +11,9 @@ Attributes for scripts and headless tests (all ipywidgets unless noted):
   `frames`, `npy_path`, `audio_path`, `backend` (Dropdown: auto, this build's backends, and the RPC entry
   whose address is `rpc_address`), `threads`, `sched` (checked: under the scheduler; unchecked: none),
   `op_offload`, `weights_on`,
-  `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`.
+  `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`, `predict`
+  (Checkbox: predicted time and memory of the Hexagon placement), `cpu_baseline_ms` (the CPU-only decode measured
+  on the device, 0: none).
 * controls: `run_button`, `cancel_button`, `progress` (IntProgress), `status` (HTML: progress and errors),
   `tabs` (Tab; titles in `kzlab.ui.views.TABS`), `sort_by` / `sort_desc` (per-op table order),
   `compare_a` / `compare_b` (Dropdowns of run indices), `compare_button`.
@@ -115,6 +117,10 @@ class Workbench:
         self.repeat = W.BoundedIntText(value=3, min=1, max=1000, description="repeat", style=style)
         self.hexagon = W.Dropdown(options=[NO_HEXAGON, *hexagon_profiles()], value=NO_HEXAGON,
                                   description="Hexagon profile", style=style)
+        self.predict = W.Checkbox(value=False, description="predict time and memory")
+        self.cpu_baseline_ms = W.BoundedFloatText(value=0.0, min=0.0, max=1e7, description="CPU-only ms",
+                                                  style=style, tooltip="the CPU-only decode measured on the device "
+                                                  "(0: this machine's CPU as it is)")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.cancel_button = W.Button(description="Cancel", icon="stop", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, description="", layout=W.Layout(width="40%"))
@@ -147,7 +153,7 @@ class Workbench:
             W.HBox([self.sched, self.op_offload]),
             W.HTML("<b>lowering</b>"),
             *[W.HBox(list(self.lowering.values())[i : i + 3]) for i in range(0, len(self.lowering), 3)],
-            W.HBox([self.repeat, self.hexagon]),
+            W.HBox([self.repeat, self.hexagon]), W.HBox([self.predict, self.cpu_baseline_ms]),
         ])
         self.widget = W.VBox([
             options, W.HBox([self.run_button, self.cancel_button, self.progress]), self.status, self.tabs,
@@ -184,7 +190,8 @@ class Workbench:
                 audio_path=self.audio_path.value, backend=backend, threads=int(self.threads.value),
                 sched=bool(self.sched.value), op_offload=bool(self.op_offload.value),
                 weights_on=self.weights_on.value.strip() or None, lowering=low, repeat=int(self.repeat.value),
-                hexagon_profile=hexagon,
+                hexagon_profile=hexagon, predict=bool(self.predict.value) and hexagon is not None,
+                cpu_baseline_ms=float(self.cpu_baseline_ms.value) or None,
             )
             for t in targets
         ]

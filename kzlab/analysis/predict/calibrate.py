@@ -222,3 +222,16 @@ def profile_text(caps: Any, perf0: dict[str, Any], fit: str, value: float, src: 
     cal = ["[calibration]", f"cpu_scale = {scale!r}", f"source = {_toml_value(src)}",
            "measured_ms = { " + ", ".join(f'"{k}" = {float(v)!r}' for k, v in measured.items()) + " }"]
     return "\n".join(lines).rstrip() + "\n\n" + perf_table(values, sources, src) + "\n" + "\n".join(cal) + "\n"
+
+
+def measured_profile_text(backend: str, perf: dict[str, Any]) -> str:
+    """The built-in capability profile of `backend` (cpu, blas, rpc) with a `[perf]` table of measured values."""
+    from kzlab.analysis.placement.capabilities import load
+
+    name = "rpc" if backend.lower().startswith("rpc") else backend.lower()
+    caps = load(name)
+    original = Path(caps.path).read_text()
+    body = _strip_tables(original, ("perf", "calibration"))
+    src = str(perf.get("source", "measured here"))
+    values = {k: v for k, v in perf.items() if k not in ("source", "sources")}
+    return body.rstrip() + "\n\n" + perf_table(values, {k: src for k in values}, src)

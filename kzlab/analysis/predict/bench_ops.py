@@ -1,0 +1,206 @@
+"""`kzlab bench-ops`: measure the distinct op shapes of kzlab's own graph on a backend this machine has, and write
+them as `test-backend-ops perf` writes its SQL, so that a local measurement and a device's log take one path.
+
+Each node of the graph is timed where it runs in the decode (the profiler at node granularity, on the backend
+set that puts it there: `blas` runs under the scheduler with the CPU, so only the products BLAS takes are its
+rows); the profiler's own cost per timed node, (sum of node times - plain wall) / nodes, is taken off each
+time. Nodes of one op, types and shape are one row (their median, `n_runs` the number of measurements).
+MUL_MAT rows carry test_mul_mat's vars (type_a, type_b, m, n, k, bs, nr, per, k_v, o), so that a device log of
+the same products matches them; other ops carry `type` and `ne` (ggml's output shape), matched in `ne[1]`.
+
+The backend's fixed costs are measured too and returned as a `[perf]` table: the cost of one graph compute on
+it (`sync_us`: a one-node graph, median of many) and its input-copy bandwidth (`copy_gbs`: 16 MB set into a
+tensor of its buffer), each `measured here`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ggml import ggml as g
+
+from kzlab.analysis.predict.oplog import FIELDS, OpRecord, parse_vars
+from kzlab.errors import InvalidOptionError
+
+VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"}
+
+
+@dataclass
+class BenchResult:
+    """The rows measured, the backend's fixed costs, and how they were taken."""
+
+    backend: str  # ggml's name of the backend measured (BLAS, CPU, RPC[...])
+    records: list[OpRecord]
+    perf: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def node_vars(node: dict[str, Any]) -> tuple[str, str] | None:
+    """(op, vars) of a profiled node in test-backend-ops' form, or None for a node that computes nothing."""
+    op = node["op"]
+    if op in VIEW_OPS or node.get("is_view"):
+        return None
+    types = [t.lower() for t in node["src_types"]]
+    if op == "MUL_MAT" and len(node["src_ne"]) >= 2:
+        a, b = node["src_ne"][0], node["src_ne"][1]
+        if a[2] * a[3] == 1 and b[2] * b[3] == 1:
+            return op, (f"type_a={types[0]},type_b={types[1]},m={a[1]},n={b[1]},k={a[0]},bs=[1,1],nr=[1,1],"
+                        "per=[0,1,2,3],k_v=0,o=1")
+    t = types[0] if types else str(node.get("type", "f32")).lower()
+    ne = ",".join(str(int(x)) for x in node["ne"])
+    return op, f"type={t},ne=[{ne}]"
+
+
+def _backend_of(spec_backend: str) -> str:
+    return spec_backend.strip().lower()
+
+
+def measure_fixed_costs(backend_handle: Any, runs: int = 200) -> dict[str, float]:
+    """(`sync_us`, `copy_gbs`) of one backend: a one-node graph (a 64 x 64 product, which every backend here takes)
+    computed `runs` times, a 16 MB tensor set 5 times. An op the backend refuses is never computed (ggml would
+    abort): a backend without that product gets no `sync_us`."""
+    params = g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 8 + g.ggml_graph_overhead(), mem_buffer=None,
+                                no_alloc=True)
+    ctx = g.ggml_init(params)
+    try:
+        a = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, 64, 64)
+        y = g.ggml_mul_mat(ctx, a, a)
+        big = g.ggml_new_tensor_1d(ctx, g.GGML_TYPE_F32, 4 << 20)
+        gf = g.ggml_new_graph(ctx)
+        g.ggml_build_forward_expand(gf, y)
+        buf = g.ggml_backend_alloc_ctx_tensors(ctx, backend_handle)
+        if not buf:
+            raise InvalidOptionError("bench-ops: could not allocate a buffer on the backend")
+        try:
+            zeros = np.zeros(64 * 64, np.float32)
+            g.ggml_backend_tensor_set(a, zeros.ctypes.data_as(ctypes.c_void_p), 0, zeros.nbytes)
+            ts = []
+            for _ in range(runs if g.ggml_backend_supports_op(backend_handle, y) else 0):
+                t0 = time.perf_counter()
+                g.ggml_backend_graph_compute(backend_handle, gf)
+                g.ggml_backend_synchronize(backend_handle)
+                ts.append(time.perf_counter() - t0)
+            data = np.ones(4 << 20, np.float32)
+            cs = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                g.ggml_backend_tensor_set(big, data.ctypes.data_as(ctypes.c_void_p), 0, data.nbytes)
+                g.ggml_backend_synchronize(backend_handle)
+                cs.append(time.perf_counter() - t0)
+        finally:
+            g.ggml_backend_buffer_free(buf)
+    finally:
+        g.ggml_free(ctx)
+    out = {"copy_gbs": data.nbytes / statistics.median(cs) / 1e9}
+    if ts:
+        out["sync_us"] = statistics.median(ts) * 1e6
+    return out
+
+
+def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repeat: int = 5,
+              threads: int | None = None) -> BenchResult:
+    """Measure the nodes of the decoder graph that run on `backend` (cpu, blas, rpc://HOST:PORT, a device)."""
+    from kzlab.analysis.profile import profile
+    from kzlab.graph.options import Lowering
+    from kzlab.runtime.spec import BackendSpec
+
+    low = lowering or Lowering()
+    if low.mode == "auto":
+        low = low.replace(mode="portable")  # the graph a device runs, as the simulator places it
+    name = _backend_of(backend)
+    spec = BackendSpec(backend, threads, None)
+    prof = profile(model, frames=frames, backends=spec, lowering=low, repeat=repeat, warmup=1, peak=False,
+                   progress=False, **_node_granularity())
+    rb_names = prof.config["backend"]
+    target = next((b for b in rb_names if b.lower() == name or b.lower().startswith(name)), None)
+    if target is None:
+        raise InvalidOptionError(f"bench-ops: no node ran on {backend!r} ({prof.config['backend_label']})")
+    timed = [n for n in prof.nodes if not n["is_view"]]
+    overhead = max(0.0, (sum(n["time_ms"] for n in timed) - prof.wall_ms) / max(1, len(timed)))
+    groups: dict[tuple[str, str], list[float]] = {}
+    for n in timed:
+        if n["backend"] != target:
+            continue
+        key = node_vars(n)
+        if key is None:
+            continue
+        groups.setdefault(key, []).append(max(0.0, n["time_ms"] - overhead) * 1e3)
+    from kzlab.runtime.backends import init_backend
+
+    b = init_backend(target if not target.startswith("rpc") else backend, prof.config["threads"])
+    try:
+        ggml_name = g.ggml_backend_name(b.handle).decode()
+        fixed = measure_fixed_costs(b.handle)
+    finally:
+        g.ggml_backend_free(b.handle)
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    records = []
+    for (op, vars_), ts in sorted(groups.items()):
+        records.append(OpRecord(backend=ggml_name, op=op, vars=vars_, params=parse_vars(vars_), supported=True,
+                                time_us=float(statistics.median(ts)), n_runs=len(ts) * int(prof.config["repeat"]),
+                                fmt="sql", extra={"test_time": now, "build_commit": "kzlab bench-ops"}))
+    src = f"measured here: kzlab bench-ops on {prof.config['backend_label']}, {frames} frames"
+    perf = {"source": src, **fixed}
+    cfg = {"backend_label": prof.config["backend_label"], "frames": frames,
+           "lowering": prof.config["lowering_resolved"], "profiler_overhead_ms_per_node": overhead,
+           "wall_ms": prof.wall_ms}
+    return BenchResult(ggml_name, records, perf, cfg)
+
+
+def _node_granularity() -> dict[str, Any]:
+    """Per-node timing: the profiler's `granularity="node"` where it has the option."""
+    import inspect
+
+    from kzlab.analysis.profile import profile
+
+    return {"granularity": "node"} if "granularity" in inspect.signature(profile).parameters else {}
+
+
+def _sql_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return f"{v:f}"
+    return str(v)
+
+
+def write_sql(records: list[OpRecord], path: Any) -> None:
+    """The records as `test-backend-ops perf --output sql` writes its results (every test_result field)."""
+    lines = ["CREATE TABLE IF NOT EXISTS test_backend_ops ("]
+    types = {"time_us": "REAL", "flops": "REAL", "bandwidth_gb_s": "REAL", "memory_kb": "INTEGER", "n_runs": "INTEGER",
+             "supported": "INTEGER", "passed": "INTEGER"}
+    lines += [f"  {f} {types.get(f, 'TEXT')}{',' if i < len(FIELDS) - 1 else ''}" for i, f in enumerate(FIELDS)]
+    lines.append(");")
+    for r in records:
+        values = {
+            "test_time": r.extra.get("test_time", ""),
+            "build_commit": r.extra.get("build_commit", ""),
+            "backend_name": r.backend,
+            "op_name": r.op,
+            "op_params": r.vars,
+            "test_mode": "perf",
+            "supported": True,
+            "passed": True,
+            "error_message": "",
+            "time_us": float(r.time_us or 0.0),
+            "flops": 0.0,
+            "bandwidth_gb_s": 0.0,
+            "memory_kb": 0,
+            "n_runs": int(r.n_runs or 0),
+            "device_description": "",
+            "backend_reg_name": "",
+        }
+        fields = ", ".join(FIELDS)
+        vals = ", ".join(f"'{_sql_value(values[f])}'" for f in FIELDS)
+        lines.append(f"INSERT INTO test_backend_ops ({fields}) VALUES ({vals});")
+    from pathlib import Path
+
+    Path(path).write_text("\n".join(lines) + "\n")

@@ -55,7 +55,7 @@ def run(args) -> int:
     print(f"model      {c['model']}  ({c['frames']} frames -> {c['samples']} samples)")
     sched = "on" if c["sched"] else "off"
     print(f"backend    {c['backend_label']}  scheduler {sched}  threads {c['threads']}  weights on {c['weights_on']}")
-    print(f"lowering   {c['mode']} mode: {c['lowering_label']}")
+    print(f"lowering   {c['lowering_label']}")
     print(
         f"wall       {prof.wall_ms:.2f} ms plain, {prof.profiled_ms:.2f} ms profiled "
         f"(overhead x{prof.overhead_ratio:.2f}); node sum {prof.node_time_ms:.2f} ms"

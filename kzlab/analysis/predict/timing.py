@@ -139,16 +139,21 @@ def _type_of(node: Any) -> str:
     return (types[0] if types else _field(node, "type", "F32")) or "F32"
 
 
-def device_node_ms(node: Any, perf: BackendPerf, measured: Any | None) -> tuple[float, str]:
-    """(ms, how) for a node on a device backend: measured rows when they have it, else the roofline."""
+def device_node_ms(
+    node: Any, perf: BackendPerf, measured: Any | None, used: set[str] | None = None
+) -> tuple[float, str]:
+    """(ms, how) for a node on a device backend: measured rows when they have it, else the roofline. The names of
+    the parameters the answer used are added to `used`."""
     op = _field(node, "op")
     if measured is not None:
         est = measured(node)
         if est is not None:
             return est.time_us / 1e3, f"measured ({est.how})"
     flops, nbytes = int(_field(node, "flops", 0)), int(_field(node, "bytes", 0))
-    rate = perf.rate(op, _type_of(node)).value
-    t = max(flops / (rate * 1e9), nbytes / (perf.bandwidth_gbs.value * 1e9)) * 1e3
+    rate = perf.rate(op, _type_of(node))
+    if used is not None:
+        used.update({rate.name, perf.bandwidth_gbs.name, perf.launch_us.name})
+    t = max(flops / (rate.value * 1e9), nbytes / (perf.bandwidth_gbs.value * 1e9)) * 1e3
     return t + perf.launch_us.value / 1e3, "roofline"
 
 
@@ -198,6 +203,7 @@ def predict(
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     used_perf: set[str] = set()
+    used: set[str] = set()  # the parameters an answer rested on: only those are listed
     rows = []
     by_backend: dict[str, float] = {}
     by_stage: dict[str, float] = {}
@@ -221,7 +227,7 @@ def predict(
                 raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
             used_perf.add(key)
             fn = (measured or {}).get(key) or (measured or {}).get(b)
-            t, how = device_node_ms(n, perf[key], fn)
+            t, how = device_node_ms(n, perf[key], fn, used)
         rows.append({"name": name, "op": op, "backend": b, "stage": stage, "ms": t, "how": how})
         by_backend[b] = by_backend.get(b, 0.0) + t
         by_stage[stage] = by_stage.get(stage, 0.0) + t
@@ -242,7 +248,9 @@ def predict(
             used_perf.add(key)
             if nbytes and not p.host_visible_copies:
                 copy = nbytes / (p.copy_gbs.value * 1e9) * 1e3
+                used.add(p.copy_gbs.name)
             sync = p.sync_us.value / 1e3
+            used.add(p.sync_us.name)
         split_rows.append(
             {
                 "index": i,
@@ -259,8 +267,8 @@ def predict(
         by_stage[st] = by_stage.get(st, 0.0) + copy + sync
     for key in sorted(used_perf):
         p = perf[key]
-        params += p.parameters()
-        if p.host_visible_copies:
+        params += [q for q in p.parameters() if q.name in used]
+        if p.host_visible_copies and any(s["input_bytes"] for s in split_rows if s["backend"].lower() == key):
             params.append(
                 Parameter(
                     f"{key}.copy_into_host_visible",

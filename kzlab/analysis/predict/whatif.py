@@ -66,7 +66,7 @@ def _records(ops: Iterable[Any]) -> list[oplog.OpRecord]:
 
 def _measured_fn(records: list[oplog.OpRecord], backend: str | None) -> Callable[[Any], Any]:
     """node -> Estimate | None from measured rows: MUL_MAT as test_mul_mat's (type_a, type_b, m, n, k), other ops
-    as kzlab bench-ops writes them (type, ne0, n rows)."""
+    as kzlab bench-ops writes them (type, ne: the output's shape, interpolated in ne[1])."""
 
     def fn(node: Any) -> Any:
         op = node.op
@@ -77,9 +77,8 @@ def _measured_fn(records: list[oplog.OpRecord], backend: str | None) -> Callable
                 if a[2] * a[3] != 1 or b[2] * b[3] != 1:
                     return None
                 return oplog.match_mul_mat(records, src_types[0], src_types[1], a[1], b[1], a[0], backend=backend)
-            rows = max(1, node.ne[1] * node.ne[2] * node.ne[3])
-            params = {"type": src_types[0] if src_types else node.type.lower(), "ne0": node.ne[0], "n": rows}
-            return oplog.match(records, op, params, row_param="n", backend=backend)
+            params = {"type": src_types[0] if src_types else node.type.lower(), "ne": tuple(int(x) for x in node.ne)}
+            return oplog.match(records, op, params, row_param="ne[1]", backend=backend)
         except InvalidOptionError:
             return None
 

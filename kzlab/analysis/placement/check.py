@@ -9,9 +9,7 @@ into its input copies, which a second split would then see.
 from __future__ import annotations
 
 import ctypes
-import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ggml import ggml as g
@@ -20,6 +18,7 @@ from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.capabilities import BufferType
 from kzlab.analysis.placement.graph import build
 from kzlab.analysis.placement.sched import SimBackend, Simulator, graph_tensors, real_buffers
+from kzlab.analysis.predict.schedlog import sched_debug
 from kzlab.graph.options import Lowering
 from kzlab.model.model import Model
 from kzlab.runtime.session import Session
@@ -67,28 +66,6 @@ SPLIT_RX = re.compile(r"## SPLIT #(\d+): (\S+) # (\d+) inputs(?:: )?(.*)")
 INPUT_RX = re.compile(r"\[(.*?) \((.{5})\)\] ")
 
 
-@contextmanager
-def sched_debug_log():
-    """Collect the real scheduler's split printout (GGML_SCHED_DEBUG=1: each split's backend and input copies).
-
-    The variable is read when a scheduler is created; ggml's log callback is restored afterwards."""
-    text: list[str] = []
-    prev_cb, prev_ud = g.ggml_log_callback(), ctypes.c_void_p()
-    g.ggml_log_get(ctypes.byref(prev_cb), ctypes.byref(prev_ud))
-    cb = g.ggml_log_callback(lambda level, msg, ud: text.append(msg.decode(errors="replace")))
-    old = os.environ.get("GGML_SCHED_DEBUG")
-    os.environ["GGML_SCHED_DEBUG"] = "1"
-    g.ggml_log_set(cb, None)
-    try:
-        yield text
-    finally:
-        g.ggml_log_set(prev_cb, prev_ud)
-        if old is None:
-            os.environ.pop("GGML_SCHED_DEBUG", None)
-        else:
-            os.environ["GGML_SCHED_DEBUG"] = old
-
-
 def parse_splits(text: str) -> list[tuple[str, list[str]]]:
     """[(backend name as ggml prints it, [input tensor names])] from the scheduler's split printout."""
     out = []
@@ -126,7 +103,7 @@ def compare(model: Model, lowering: Lowering, backend: list[str], frames: int, o
             nodes, leafs = graph_tensors(gr.gf)
             sim = Simulator(gr.gf, sims, real_buffers(nodes + leafs, bufts), op_offload)
             res = sim.run()
-            with sched_debug_log() as log:
+            with sched_debug(level=1) as log:
                 if bs.sched is None:
                     bs._new_sched()
                 g.ggml_backend_sched_reset(bs.sched)

@@ -61,10 +61,27 @@ def _backend_of(spec_backend: str) -> str:
     return spec_backend.strip().lower()
 
 
-def measure_fixed_costs(backend_handle: Any, runs: int = 200) -> dict[str, float]:
+def _cpu_graph(cpu_handle: Any, keep: list) -> Any:
+    """A CPU graph that wakes all of the CPU backend's threads (an ADD over 1M floats), allocated on the CPU."""
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 4 + g.ggml_graph_overhead(),
+                                         mem_buffer=None, no_alloc=True))
+    a = g.ggml_new_tensor_1d(ctx, g.GGML_TYPE_F32, 1 << 20)
+    gf = g.ggml_new_graph(ctx)
+    g.ggml_build_forward_expand(gf, g.ggml_add(ctx, a, a))
+    buf = g.ggml_backend_alloc_ctx_tensors(ctx, cpu_handle)
+    keep.append((ctx, buf))
+    return gf
+
+
+def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = None) -> dict[str, float]:
     """(`sync_us`, `copy_gbs`) of one backend: a one-node graph (a 64 x 64 product, which every backend here takes)
     computed `runs` times, a 16 MB tensor set 5 times. An op the backend refuses is never computed (ggml would
-    abort): a backend without that product gets no `sync_us`."""
+    abort): a backend without that product gets no `sync_us`.
+
+    With `cpu_handle` (a device backend next to the CPU), `sync_us` also holds the cost of switching between the
+    two, as a decode's splits do: the CPU's threads and the device's (OpenBLAS's, a server's) go idle while the
+    other runs and pay for waking up. It is measured as (an alternating pair - each graph alone), the pair being
+    the device's graph then a CPU graph that wakes every CPU thread."""
     params = g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 8 + g.ggml_graph_overhead(), mem_buffer=None,
                                 no_alloc=True)
     ctx = g.ggml_init(params)
@@ -86,12 +103,30 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200) -> dict[str, float
                 g.ggml_backend_synchronize(backend_handle)
                 g.ggml_backend_tensor_get(t, probe.ctypes.data_as(ctypes.c_void_p), 0, probe.nbytes)
 
-            ts = []
-            for _ in range(runs if g.ggml_backend_supports_op(backend_handle, y) else 0):
-                t0 = time.perf_counter()
+            def timed(fn, n: int = runs) -> float:
+                ts = []
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    fn()
+                    ts.append(time.perf_counter() - t0)
+                return statistics.median(ts) * 1e6
+
+            def device() -> None:
                 g.ggml_backend_graph_compute(backend_handle, gf)
                 finished(y)
-                ts.append(time.perf_counter() - t0)
+
+            sync_us = timed(device) if g.ggml_backend_supports_op(backend_handle, y) else None
+            if sync_us is not None and cpu_handle is not None:
+                keep: list = []
+                cgf = _cpu_graph(cpu_handle, keep)
+                try:
+                    cpu_alone = timed(lambda: g.ggml_backend_graph_compute(cpu_handle, cgf))
+                    pair = timed(lambda: (device(), g.ggml_backend_graph_compute(cpu_handle, cgf)))
+                finally:
+                    for c, b in keep:
+                        g.ggml_backend_buffer_free(b)
+                        g.ggml_free(c)
+                sync_us += max(0.0, pair - cpu_alone - sync_us)
             data = np.ones(4 << 20, np.float32)
             cs = []
             for _ in range(5):
@@ -104,8 +139,8 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200) -> dict[str, float
     finally:
         g.ggml_free(ctx)
     out = {"copy_gbs": data.nbytes / statistics.median(cs) / 1e9}
-    if ts:
-        out["sync_us"] = statistics.median(ts) * 1e6
+    if sync_us is not None:
+        out["sync_us"] = sync_us
     return out
 
 
@@ -140,11 +175,14 @@ def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repea
     from kzlab.runtime.backends import init_backend
 
     b = init_backend(target if not target.startswith("rpc") else backend, prof.config["threads"])
+    cpu = init_backend("cpu", prof.config["threads"]) if target != "cpu" else None
     try:
         ggml_name = g.ggml_backend_name(b.handle).decode()
-        fixed = measure_fixed_costs(b.handle)
+        fixed = measure_fixed_costs(b.handle, cpu_handle=cpu.handle if cpu is not None else None)
     finally:
         g.ggml_backend_free(b.handle)
+        if cpu is not None:
+            g.ggml_backend_free(cpu.handle)
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     records = []
     for (op, vars_), ts in sorted(groups.items()):

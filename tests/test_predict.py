@@ -128,3 +128,39 @@ def test_memory_is_what_the_real_scheduler_reserves(model, pair):
         assert est[0] == pytest.approx(real[0], rel=0.01)
         assert abs(sum(est) - sum(real)) <= 0.01 * sum(real)
     assert pl.memory[pl.config["weights_on"]].weights_bytes > 0
+
+
+def test_calibrate_reproduces_the_device_totals(model, cpu_profile, tmp_path):
+    """Fed the user's two totals, calibration writes a profile that reproduces both (within 5 %) and says what
+    it fitted and what stayed assumed; the profile loads and predicts the same."""
+    from kzlab.analysis.placement.capabilities import load
+    from kzlab.analysis.predict.calibrate import calibrate
+
+    cal = calibrate(model, {"cpu": 3340.0, "hexagon-v0.15.2": 3950.0}, cpu_profile, FRAMES, PORTABLE)
+    assert all(abs(e) <= 0.05 for e in cal.errors().values()), cal.errors()
+    assert [p.name for p in cal.fitted] == ["HTP.sync_us"] and cal.fitted[0].source.startswith("calibrated from")
+    assert cal.assumed and all(p.assumed for p in cal.assumed)
+    path = tmp_path / "hexagon-calibrated.toml"
+    path.write_text(cal.profile_text)
+    caps = load(path)
+    assert caps.name == "hexagon-v0.15.2-calibrated" and caps.calibration["cpu_scale"] == cal.cpu_scale.value
+    pl = kzlab.simulate(model, path, frames=FRAMES, lowering=PORTABLE,
+                        predict={"cpu_profile": cpu_profile, "cpu_scale": cal.cpu_scale.value})
+    assert pl.predicted.total_ms == pytest.approx(3950.0, rel=0.05)
+    sync = next(p for p in pl.predicted.parameters if p.name == "HTP.sync_us")
+    assert sync.source.startswith("calibrated from") and not sync.assumed
+    with pytest.raises(InvalidInputError, match="CPU-only"):
+        calibrate(model, {"hexagon-v0.15.2": 3950.0}, cpu_profile, FRAMES, PORTABLE)
+
+
+def test_bad_profile_toml_is_refused(tmp_path):
+    from kzlab.analysis.placement.capabilities import DIR, load
+
+    text = (DIR / "hexagon-v0.15.2.toml").read_text()
+    for bad, match in ((text.replace("sync_us = 300.0", "sync_us = -1.0"), "sync_us"),
+                       (text.replace("[memory]", "[memory]\nbudget_gb = 2"), "unknown key"),
+                       (text.replace("bandwidth_gbs = 30.0", "bandwidth_gbs = 0"), "bandwidth_gbs")):
+        p = tmp_path / "bad.toml"
+        p.write_text(bad)
+        with pytest.raises(InvalidOptionError, match=match):
+            load(p)

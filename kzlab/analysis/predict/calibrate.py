@@ -149,16 +149,17 @@ def calibrate(
         return sum(p - t for p, t in zip(total_with(v), target, strict=True))
 
     notes: list[str] = []
-    if fit == "sync_us":
-        lo, hi = 0.0, 1.0
-        while loss(hi) < 0 and hi < 1e7:  # the total grows with the per-split cost
-            hi *= 4
-        if loss(lo) > 0:
+    if fit == "sync_us":  # the totals are linear in the per-split cost: two evaluations, a least-squares solve
+        t0, t1 = total_with(0.0), total_with(1000.0)
+        slopes = [(b - a) / 1000.0 for a, b in zip(t0, t1, strict=True)]
+        denom = sum(k * k for k in slopes)
+        if denom == 0:
+            raise InvalidInputError("the device configurations have no split on the device: sync_us cannot be fitted")
+        value = sum(k * (m - a) for k, m, a in zip(slopes, target, t0, strict=True)) / denom
+        if value < 0:
             notes.append(f"even with no per-split cost the model predicts more than measured; {fit} stays 0 and "
                          "the other terms (CPU fallbacks, copies) decide")
             value = 0.0
-        else:
-            value = _bisect(loss, lo, hi, increasing=True)
     else:  # bandwidths and rates: the total falls as they grow
         lo, hi = 1e-3, 1e4
         if loss(hi) > 0:

@@ -1,4 +1,5 @@
-"""kzlab.profile: per-node times from the scheduler's callback, the op table, aggregates, JSON and the CLI."""
+"""kzlab.profile: node times from the scheduler's callback (measured stretches, apportioned within), the op table,
+aggregates, JSON and the CLI. No timing thresholds: the machine is shared."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from conftest import TINY, run_cli, snr_db
 import kzlab
 from kzlab.analysis.evolution import channel_path, time_path
 from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
+from kzlab.runtime.profiler import NodeInfo, plan_stretches
 from kzlab.runtime.rpc import rpc_server
 
 FRAMES = 6
@@ -18,7 +20,11 @@ LAYER_FIELDS = {
     "path", "stage", "kind", "c_in", "c_out", "kernel", "t_in", "t_out", "macs", "macs_seed", "time_ms", "flops",
     "bytes", "backend",
 }  # fmt: skip
-NODE_FIELDS = {"name", "op", "layer", "stage", "backend", "time_ms", "spread_ms", "flops", "bytes", "ne", "src_ne"}
+NODE_FIELDS = {
+    "name", "op", "layer", "stage", "backend", "time_ms", "spread_ms", "flops", "bytes", "ne", "src_ne", "timing",
+    "stretch", "stretch_ms",
+}  # fmt: skip
+TIMINGS = {"measured", "apportioned", "view"}
 
 
 def f32(*ne: int) -> TensorInfo:
@@ -67,6 +73,123 @@ def test_profile_times_and_fields(prof, ref):
         assert key in prof.config
     assert prof.config["frames"] == FRAMES and prof.config["versions"]["kzlab"] == kzlab.__version__
     assert [r["path"] for r in prof.layers][:2] == ["vq.first", "vq.rest"]
+
+
+def check_stretches(p) -> dict[int, list[dict]]:
+    """The node rows of `p` cover every node once and tile its measured stretches; returns rows per stretch."""
+    assert [n["index"] for n in p.nodes] == list(range(p.config["n_nodes"]))
+    assert all(n["time_ms"] >= 0 and n["spread_ms"] >= 0 and n["timing"] in TIMINGS for n in p.nodes)
+    assert all(n["timing"] == "view" and n["time_ms"] == 0 for n in p.nodes if n["is_view"])
+    assert all(n["timing"] != "view" for n in p.nodes if not n["is_view"])
+    per: dict[int, list[dict]] = {}
+    for n in p.nodes:
+        per.setdefault(n["stretch"], []).append(n)
+    assert sorted(per) == list(range(p.config["n_stretches"]))
+    for rows in per.values():
+        compute = [n for n in rows if not n["is_view"]]
+        assert len({n["stretch_ms"] for n in rows}) == 1  # one measured time per stretch
+        # a stretch's rows share out exactly its measured time; one compute node alone is measured, not shared
+        assert sum(n["time_ms"] for n in rows) == pytest.approx(rows[0]["stretch_ms"], rel=1e-9, abs=1e-12)
+        assert {n["timing"] for n in compute} == ({"measured"} if len(compute) == 1 else {"apportioned"})
+        assert len({n["backend"] for n in compute}) == 1  # a stretch never spans two backends
+        idx = [n["index"] for n in rows]
+        assert idx == list(range(idx[0], idx[0] + len(idx)))  # consecutive nodes
+    assert p.node_time_ms == pytest.approx(sum(r[0]["stretch_ms"] for r in per.values()))
+    c = p.config
+    assert c["n_measured"] == sum(n["timing"] == "measured" for n in p.nodes)
+    assert c["n_apportioned"] == sum(n["timing"] == "apportioned" for n in p.nodes)
+    assert 0 <= c["measured_share"] <= 1
+    return per
+
+
+def test_default_granularity_is_auto_and_honest(prof):
+    c = prof.config
+    assert c["granularity"] == c["granularity_requested"] == "auto" and c["stretch_budget"] > 0
+    assert c["stretches_planned_on"] == "calibration"
+    # the warm-up's profiled run was taken node by node and weighs the nodes of each stretch
+    assert c["apportion"] == "calibrated" and c["apportion_requested"] == "auto" and c["calibration_runs"] == 1
+    per = check_stretches(prof)
+    compute = [n for n in prof.nodes if not n["is_view"]]
+    assert 1 < len(per) < len(compute)  # far fewer separate computes than compute nodes
+    assert c["n_apportioned"] > 0 and c["n_measured"] + c["n_apportioned"] == len(compute)
+
+
+def test_node_granularity_measures_every_node(ref):
+    p = kzlab.profile(
+        TINY / "qwentts-tokenizer-f32.gguf", codes=ref["codes"][:, :FRAMES], threads=1, repeat=2, peak=False,
+        granularity="node",
+    )  # fmt: skip
+    c = p.config
+    assert c["granularity"] == "node" and c["apportion"] == "none" and c["calibration_runs"] == 0
+    assert c["stretch_budget"] == 0 and c["stretches_planned_on"] == ""
+    check_stretches(p)
+    compute = [n for n in p.nodes if not n["is_view"]]
+    assert c["n_stretches"] == len(compute) and c["n_measured"] == len(compute) and c["n_apportioned"] == 0
+    assert all(n["timing"] == "measured" and n["time_ms"] == n["stretch_ms"] for n in compute)
+    assert c["measured_share"] == 1.0
+    assert snr_db(p.wav, ref["wav"][: FRAMES * 1920]) >= 70
+
+
+def test_layer_granularity_without_warmup_uses_the_roofline(ref):
+    p = kzlab.profile(
+        TINY / "qwentts-tokenizer-f32.gguf", frames=2, threads=1, repeat=1, warmup=0, peak=False,
+        granularity="layer", mode="portable",
+    )  # fmt: skip
+    c = p.config
+    assert c["granularity"] == "layer" and c["apportion"] == "roofline" and c["calibration_runs"] == 0
+    assert c["roofline_machine"]["nominal"]
+    per = check_stretches(p)
+    for rows in per.values():
+        assert len({n["layer"] for n in rows if not n["is_view"]}) == 1  # a stretch is one layer's run
+    auto = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", frames=2, threads=1, repeat=1, warmup=0, peak=False)
+    assert auto.config["apportion"] == "roofline" and auto.config["granularity"] == "auto"
+    assert auto.config["stretches_planned_on"] == "roofline"  # no warm-up: planned on the op table's estimate
+    check_stretches(auto)
+
+
+def info(i: int, layer: str, op: str = "ADD", backend: str = "cpu", split: int = 0) -> NodeInfo:
+    return NodeInfo(
+        i, f"{layer}:{op}", op, layer, (1, 1, 1, 1), "F32", 4, [], [], [], [], backend=backend, is_view=op == "VIEW",
+        split=split,
+    )  # fmt: skip
+
+
+def test_plan_stretches():
+    nodes = [
+        info(0, "a"), info(1, "a", "VIEW"), info(2, "a"), info(3, "b", "MUL_MAT"), info(4, "b"),
+        info(5, "c", backend="blas", split=1), info(6, "c", "VIEW", "blas", 1), info(7, "d", split=2),
+        info(8, "d", split=2), info(9, "d", "VIEW", split=2),
+    ]  # fmt: skip
+
+    def spans(st) -> list[list[int]]:
+        return [s.nodes for s in st]
+
+    # a view runs with (and is timed in) the stretch of the next compute node, a trailing view with the last
+    # stretch; the end of a split always closes a stretch
+    assert spans(plan_stretches(nodes, "node")) == [[0], [1, 2], [3], [4], [5], [6, 7], [8, 9]]
+    assert spans(plan_stretches(nodes, "layer")) == [[0, 1, 2], [3, 4], [5], [6, 7, 8, 9]]
+    assert spans(plan_stretches(nodes, "split")) == [[0, 1, 2, 3, 4], [5], [6, 7, 8, 9]]
+    assert spans(plan_stretches(nodes, 2)) == [[0, 1, 2], [3, 4], [5], [6, 7, 8, 9]]
+    st = plan_stretches(nodes, "layer")
+    assert [s.compute for s in st] == [[0, 2], [3, 4], [5], [7, 8]] and [s.backend for s in st][2] == "blas"
+    assert [s.measured_alone for s in st] == [False, False, True, False]
+    # "auto": the big MUL_MAT (at least 1/budget of the estimated run) alone; small nodes gather up to that
+    est = {0: 1.0, 2: 1.0, 3: 50.0, 4: 1.0, 5: 1.0, 7: 1.0, 8: 1.0}
+    assert spans(plan_stretches(nodes, "auto", est, budget=4)) == [[0, 1, 2], [3], [4], [5], [6, 7, 8, 9]]
+    with pytest.raises(ValueError):
+        plan_stretches(nodes, "auto")
+    for bad in ("nodes", 0, -1, True, 1.5):
+        with pytest.raises(kzlab.InvalidOptionError):
+            plan_stretches(nodes, bad)
+
+
+def test_granularity_errors():
+    path = TINY / "qwentts-tokenizer-f32.gguf"
+    for kw in ({"granularity": "bogus"}, {"granularity": 0}, {"apportion": "nope"}, {"budget": 0}):
+        with pytest.raises(kzlab.InvalidOptionError):
+            kzlab.profile(path, frames=2, repeat=1, peak=False, **kw)
+    with pytest.raises(kzlab.InvalidOptionError):  # calibrating needs a warm-up run to calibrate on
+        kzlab.profile(path, frames=2, repeat=1, warmup=0, peak=False, apportion="calibrated")
 
 
 def test_aggregates_add_up(prof):
@@ -123,6 +246,7 @@ def test_profile_rpc_plain_and_sched(ref):
     for prof in (plain, p):
         ((s, w),) = zip(prof.config["node_sum_all_ms"], prof.config["profiled_all_ms"], strict=True)
         assert abs(s - w) <= 0.1 * w
+        check_stretches(prof)
 
 
 def test_profile_sched_blas_splits_match_the_scheduler(ref):
@@ -132,6 +256,10 @@ def test_profile_sched_blas_splits_match_the_scheduler(ref):
     )  # fmt: skip
     assert p.config["n_splits_read"] == p.config["n_splits_derived"] > 1
     assert {s["backend"] for s in p.splits} == {"blas", "cpu"}
+    # every split ends a stretch: the stretches' times add up to the splits' times
+    check_stretches(p)
+    assert p.config["n_stretches"] >= p.config["n_splits_derived"]
+    assert sum(s["time_ms"] for s in p.splits) == pytest.approx(p.node_time_ms)
 
 
 def test_lowering_keywords_and_errors():

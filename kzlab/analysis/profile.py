@@ -8,6 +8,19 @@ A Profile is what plots, widgets, reports and the CLI read, so its field names a
 (no callback), `profiled_ms` the run with the per-node callback, on the same session and graph;
 `overhead_ratio` is what profiling costs: the median over repeats of profiled / plain, each repeat's two runs
 taken back to back (their ratios are in `config["overhead_pair_ratios"]`).
+
+What a node's time is: the profiled run is timed in stretches of consecutive nodes (`granularity`, see
+`kzlab.runtime.profiler`), each stretch's time measured. A node alone in its stretch has its own measured time
+(`timing: "measured"`); the nodes of a longer stretch share its measured time in proportion to a cost model
+(`timing: "apportioned"`), so that the rows of a stretch sum to its time exactly (`stretch`, `stretch_ms`); a
+view computes nothing (`timing: "view"`, 0). The cost model (`apportion`) is `"calibrated"`: each node's time
+alone in the warm-up's profiled runs (taken at node granularity), less the smallest such time (what a
+separate compute costs around a node, at most), or `"roofline"`: max(FLOPs / peak, bytes / bandwidth) from the
+op table, with a nominal machine balance (only ratios inside a stretch matter). `granularity="auto"` (the
+default) measures every node of more than 1/`budget` of the run alone and gathers smaller ones, layer by
+layer, into stretches of about that size; `granularity="node"` times every node alone (each a separate
+compute, which costs more overhead); `"layer"`, `"split"` or an integer N are in between. The config records
+the granularity, the cost model, the number of stretches and the share of the node time measured alone.
 """
 
 from __future__ import annotations
@@ -32,7 +45,7 @@ from kzlab.loader import load_model
 from kzlab.model.model import Model
 from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
-from kzlab.runtime.profiler import Profiler
+from kzlab.runtime.profiler import DEFAULT_BUDGET, NodeInfo, Profiler, check_granularity
 from kzlab.runtime.session import Session
 from kzlab.runtime.spec import BackendSpec
 
@@ -57,7 +70,8 @@ class Profile:
     # ---- aggregates -----------------------------------------------------------------------------------
     @property
     def node_time_ms(self) -> float:
-        """Sum of the per-node medians (close to `profiled_ms`: the callback timestamps tile the run)."""
+        """Sum of the node times: of the stretches' medians (close to `profiled_ms`: the callback timestamps tile
+        each run)."""
         return float(sum(n["time_ms"] for n in self.nodes))
 
     def by_stage(self) -> list[dict[str, Any]]:
@@ -198,29 +212,91 @@ def _node_cost(n) -> tuple[int, int]:
     return op_flops(n.op, out, srcs), op_bytes(n.op, out, srcs)
 
 
-def _node_rows(nodes, stage_of: dict[str, str]) -> list[dict[str, Any]]:
+APPORTION = ("auto", "calibrated", "roofline")
+# the roofline cost model's machine: only the balance (FLOPs per byte) matters, as it weighs nodes inside a stretch
+ROOFLINE_GFLOPS = 100.0
+ROOFLINE_GBS = 20.0
+
+
+def _roofline_ms(cost: tuple[int, int]) -> float:
+    """Roofline time of a node of (FLOPs, bytes) on the nominal machine, in milliseconds."""
+    return max(cost[0] / (ROOFLINE_GFLOPS * 1e6), cost[1] / (ROOFLINE_GBS * 1e6))
+
+
+def _roofline_estimate(n: NodeInfo) -> float:
+    return _roofline_ms(_node_cost(n))
+
+
+def _calibrated_ms(nodes: list[NodeInfo], costs: list[tuple[int, int]]) -> dict[int, float]:
+    """Each compute node's median time alone in the calibration runs, less the smallest of them (about what a
+    separate compute costs around any node), and never below the node's roofline time (so that no node that
+    reads or writes anything is weighed 0)."""
+    med = {n.index: float(np.median(n.calib_ms)) for n in nodes if not n.is_view and n.calib_ms}
+    floor = min(med.values(), default=0.0)
+    return {i: max(t - floor, _roofline_ms(costs[i])) for i, t in med.items()}
+
+
+def _apportion(meas, costs: list[tuple[int, int]], model: str) -> dict[int, tuple[float, float]]:
+    """node index -> (its share of its stretch's time, the stretch's time) for every compute node.
+
+    A node alone in its stretch has share 1. Within a longer stretch the shares are the model's weights
+    normalized to 1; where every weight of a stretch is 0, the stretch is shared equally.
+    """
+    calib = _calibrated_ms(meas.nodes, costs) if model == "calibrated" else {}
+    out: dict[int, tuple[float, float]] = {}
+    for st in meas.stretches:
+        if not st.compute:
+            continue
+        if model == "calibrated":
+            w = [calib.get(i, 0.0) for i in st.compute]
+        else:
+            w = [_roofline_ms(costs[i]) for i in st.compute]
+        if sum(w) <= 0:
+            w = [1.0] * len(st.compute)
+        total = sum(w)
+        for i, wi in zip(st.compute, w, strict=True):
+            out[i] = (wi / total, st.time_ms)
+    return out
+
+
+def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any]]:
+    nodes = meas.nodes
     costs = [_node_cost(n) for n in nodes]
-    return [
-        {
-            "index": n.index,
-            "name": n.name,
-            "op": n.op,
-            "layer": n.layer,
-            "stage": stage_of.get(n.layer, ""),
-            "backend": n.backend,
-            "time_ms": n.time_ms,
-            "spread_ms": n.spread_ms,
-            "flops": cost[0],
-            "bytes": cost[1],
-            "ne": list(n.ne),
-            "type": n.type,
-            "src_names": n.src_names,
-            "src_ne": [list(x) for x in n.src_ne],
-            "src_types": n.src_types,
-            "is_view": n.is_view,
-        }
-        for n, cost in zip(nodes, costs, strict=True)
-    ]
+    shares = _apportion(meas, costs, model)
+    rows = []
+    for n, cost in zip(nodes, costs, strict=True):
+        st = meas.stretches[n.stretch] if 0 <= n.stretch < len(meas.stretches) else None
+        share, stretch_ms = shares.get(n.index, (0.0, st.time_ms if st else 0.0))
+        if n.is_view:
+            timing = "view"
+        elif st is not None and st.measured_alone:
+            timing = "measured"
+        else:
+            timing = "apportioned"
+        rows.append(
+            {
+                "index": n.index,
+                "name": n.name,
+                "op": n.op,
+                "layer": n.layer,
+                "stage": stage_of.get(n.layer, ""),
+                "backend": n.backend,
+                "time_ms": share * stretch_ms,
+                "spread_ms": share * (st.spread_ms if st else 0.0),
+                "timing": timing,
+                "stretch": n.stretch,
+                "stretch_ms": stretch_ms,
+                "flops": cost[0],
+                "bytes": cost[1],
+                "ne": list(n.ne),
+                "type": n.type,
+                "src_names": n.src_names,
+                "src_ne": [list(x) for x in n.src_ne],
+                "src_types": n.src_types,
+                "is_view": n.is_view,
+            }
+        )
+    return rows
 
 
 def profile(
@@ -240,6 +316,9 @@ def profile(
     peak: bool = True,
     backends: BackendSpec | None = None,
     progress: ProgressFn | bool | None = None,
+    granularity: str | int = "auto",
+    apportion: str = "auto",
+    budget: int = DEFAULT_BUDGET,
     **lowering_kw,
 ) -> Profile:
     """Profile one decode of `codes` (or of `frames` random frames) on the given backend setup.
@@ -249,13 +328,25 @@ def profile(
     (`sched=False` means no scheduler). Lowering options may be passed as `lowering=Lowering(...)` or as keywords
     (`conv="ktap"`, `mode="portable"`). `peak=False` skips the MUL_MAT microbenchmark (peak_gflops is then 0).
     `progress` reports the runs (None: a bar unless kzlab is quiet; False: none; or fn(done, total)).
+    `granularity` ("auto", "node", "layer", "split" or an integer), `apportion` ("auto": "calibrated" when
+    there is a warm-up, else "roofline") and `budget` ("auto": about how many stretches) say how node times are
+    measured and shared out (see the module docstring).
     The config records what was asked (`*_requested`) next to what ran (backend, sched, mode,
-    `lowering_resolved`).
+    `lowering_resolved`, granularity, apportion).
     """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise InvalidOptionError(f"repeat={repeat!r}: expected an integer >= 1")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise InvalidOptionError(f"warmup={warmup!r}: expected an integer >= 0")
+    granularity = check_granularity(granularity)
+    if apportion not in APPORTION:
+        raise InvalidOptionError(f"apportion={apportion!r}: one of {', '.join(map(repr, APPORTION))}")
+    if granularity == "node":
+        model_used = "none"  # every node is measured alone: nothing to apportion, nothing to calibrate
+    elif apportion == "calibrated" and warmup < 1:
+        raise InvalidOptionError('apportion="calibrated" calibrates on the warm-up runs: it needs warmup >= 1')
+    else:
+        model_used = apportion if apportion != "auto" else ("calibrated" if warmup >= 1 else "roofline")
     spec = BackendSpec.from_kw(
         backends, backend=backend, threads=threads, sched=sched, op_offload=op_offload, weights_on=weights_on
     )
@@ -278,7 +369,17 @@ def profile(
         c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
     with Session(model, lowering, spec) as s:
-        meas = Profiler(s).measure(T, {"codes": c}, repeat=repeat, warmup=warmup, progress=progress)
+        meas = Profiler(s).measure(
+            T,
+            {"codes": c},
+            repeat=repeat,
+            warmup=warmup,
+            progress=progress,
+            granularity=granularity,
+            calibrate=model_used == "calibrated",
+            estimate=_roofline_estimate,
+            budget=budget,
+        )
         records = list(s.graph(T).layers)
         rb, plan = s.resolved, s.plan
         config = {
@@ -310,13 +411,28 @@ def profile(
             "profiled_all_ms": meas.profiled_all_ms,
             "overhead_pair_ratios": meas.pair_ratios,
             "node_sum_all_ms": meas.node_sum_all_ms,
+            "granularity": meas.granularity,
+            "granularity_requested": granularity,
+            "stretch_budget": meas.budget,
+            "stretches_planned_on": {"calibration": "calibration", "estimate": "roofline"}.get(meas.planned_on, ""),
+            "n_stretches": len(meas.stretches),
+            "apportion": model_used,
+            "apportion_requested": apportion,
+            "calibration_runs": len(meas.calib_all_ms),
+            "calib_all_ms": meas.calib_all_ms,
             "versions": versions(),
             "machine": machine(),
         }
     peak_info = mul_mat_peak(config["threads"]) if peak else {"gflops": 0.0}
     config["peak"] = peak_info
     stage_of = {r.path: r.stage for r in records}
-    nodes = _node_rows(meas.nodes, stage_of)
+    nodes = _node_rows(meas, stage_of, model_used)
+    total = sum(n["time_ms"] for n in nodes)
+    config["n_measured"] = sum(n["timing"] == "measured" for n in nodes)
+    config["n_apportioned"] = sum(n["timing"] == "apportioned" for n in nodes)
+    config["measured_share"] = sum(n["time_ms"] for n in nodes if n["timing"] == "measured") / total if total else 0.0
+    if model_used == "roofline":
+        config["roofline_machine"] = {"gflops": ROOFLINE_GFLOPS, "gbs": ROOFLINE_GBS, "nominal": True}
     return Profile(
         config=config,
         wall_ms=meas.wall_ms,

@@ -20,6 +20,11 @@ def register(sub) -> None:
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the profile as JSON")
     p.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON (opens in Perfetto)")
     p.add_argument("--no-peak", dest="peak", action="store_false", help="skip the MUL_MAT peak microbenchmark")
+    p.add_argument("--granularity", default="auto", metavar="auto|node|layer|split|N",
+                   help="where the profiler times the run: auto (stretches planned to keep its cost low; the big "
+                   "nodes alone) | node (every node alone: the most direct, the most costly) | layer | split | N nodes")
+    p.add_argument("--apportion", default="auto", choices=("auto", "calibrated", "roofline"),
+                   help="how a stretch's time is shared among its nodes (auto: calibrated from the warm-up run)")
     add_backend(p)
     add_lowering(p)
     p.set_defaults(func=run)
@@ -49,6 +54,8 @@ def run(args) -> int:
         warmup=args.warmup,
         layout=args.layout,
         peak=args.peak,
+        granularity=int(args.granularity) if args.granularity.isdigit() else args.granularity,
+        apportion=args.apportion,
         backends=backend_spec(args),
     )
     c = prof.config

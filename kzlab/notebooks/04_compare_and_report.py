@@ -69,6 +69,27 @@ if a.profile is not None and b.profile is not None:
     display(plots.compare(a.profile, b.profile, ("A", "B")))
     print(plots.ratios(a.profile, b.profile)["stage"])
 
+# %% [markdown]
+# ## Two placements side by side: the Hexagon what-if of v0.15.2 and v0.15.3
+#
+# The same portable graph placed on two versions of ggml-hexagon, each with its predicted time (CPU nodes from
+# a CPU-only profile of that graph; HTP nodes from the profile's assumed `[perf]` values, listed with their
+# sources) and its memory: the nodes that moved, splits, copies and milliseconds per stage.
+
+# %%
+from kzlab.analysis.predict.compare import placement_diff
+
+low = kzlab.Lowering(mode="portable", conv="im2col-f32", conv_src1="data")
+cpu_prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, repeat=1, warmup=1,
+                         peak=False, progress=False)
+pa, pb = (kzlab.simulate(model, prof, frames=FRAMES, lowering=low, predict={"cpu_profile": cpu_prof})
+          for prof in ("hexagon-v0.15.2", "hexagon-v0.15.3"))
+d = placement_diff(pa, pb)
+print(f"{len(d['moved'])} nodes move; splits {d['splits']}; predicted ms {[round(x, 2) for x in d['predicted_ms']]}")
+for m in (pa.memory["HTP"], pb.memory["HTP"]):
+    print(m.verdict())
+display(plots.predicted_stages([pa, pb], ["v0.15.2", "v0.15.3"]))
+
 # %%
 from kzlab.report import write_report
 

@@ -96,8 +96,22 @@ def tensor_ne(t) -> tuple[int, ...]:
     return tuple(int(t.contents.ne[i]) for i in range(4))
 
 
+class _Timed:
+    """The median and spread of `times_ms` (one value per profiled run)."""
+
+    times_ms: list[float]
+
+    @property
+    def time_ms(self) -> float:
+        return statistics.median(self.times_ms) if self.times_ms else 0.0
+
+    @property
+    def spread_ms(self) -> float:
+        return (max(self.times_ms) - min(self.times_ms)) if self.times_ms else 0.0
+
+
 @dataclass
-class NodeInfo:
+class NodeInfo(_Timed):
     """One graph node as read from ggml. What it costs in FLOPs and bytes is derived from these fields by the
     analysis layer (`kzlab.analysis.flops`), not here. `stretch` is the index of the measured stretch the node
     runs in; `times_ms` holds its own time per repeat only where it was measured alone (the one compute node
@@ -122,13 +136,6 @@ class NodeInfo:
     times_ms: list[float] = field(default_factory=list)
     calib_ms: list[float] = field(default_factory=list)
 
-    @property
-    def time_ms(self) -> float:
-        return statistics.median(self.times_ms) if self.times_ms else 0.0
-
-    @property
-    def spread_ms(self) -> float:
-        return (max(self.times_ms) - min(self.times_ms)) if self.times_ms else 0.0
 
 
 def describe_nodes(bg, backends: list[str]) -> list[NodeInfo]:
@@ -201,7 +208,7 @@ def derive_splits(bg, nodes: list[NodeInfo]) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Stretch:
+class Stretch(_Timed):
     """Consecutive nodes computed as one graph between two callbacks, and their measured time per repeat."""
 
     index: int
@@ -211,13 +218,6 @@ class Stretch:
     compute: list[int]  # the compute (non-view) nodes among them; the last one closes the stretch
     times_ms: list[float] = field(default_factory=list)
 
-    @property
-    def time_ms(self) -> float:
-        return statistics.median(self.times_ms) if self.times_ms else 0.0
-
-    @property
-    def spread_ms(self) -> float:
-        return (max(self.times_ms) - min(self.times_ms)) if self.times_ms else 0.0
 
     @property
     def measured_alone(self) -> bool:

@@ -71,3 +71,18 @@ def test_report_in_headless_chromium(report, tmp_path):
 
     px = mpimg.imread(shot)
     assert px.shape[0] > 100 and float(np.var(px[..., :3])) > 1e-3, "blank screenshot"
+
+
+def test_report_with_predicted_placements(tmp_path):
+    """`--hexagon --predict`: each run's placement with its predicted time, parameters and memory, and the A/B of
+    the two placements."""
+    out = tmp_path / "r.html"
+    p = run_cli(
+        "report", str(TINY / "qwentts-tokenizer-f32.gguf"), str(TINY / "crispasr-tokenizer-f16.gguf"),
+        "--frames", "4", "--repeat", "1", "--threads", "2", "--hexagon", "hexagon-v0.15.3", "--predict",
+        "--cpu-baseline-ms", "3340", "--mode", "portable", "-o", str(out),
+    )
+    assert "wrote" in p.stdout
+    text = out.read_text()
+    assert text.count("Predicted time and memory") == 2 and "from the CPU-only baseline 3340 ms" in text
+    assert "Memory per backend" in text and "Placements A and B" in text and 'class="error"' not in text

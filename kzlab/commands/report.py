@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("--audio", default="", help="24 kHz WAV for --input audio (default: data/speech-24k.wav)")
     p.add_argument("--repeat", type=int, default=3, help="profile repeats")
     p.add_argument("--hexagon", default=None, metavar="PROFILE", help="also simulate placement, e.g. hexagon-v0.15.2")
+    p.add_argument("--predict", action="store_true", help="with --hexagon: the placement's predicted time and memory")
+    p.add_argument("--cpu-baseline-ms", type=float, default=None, metavar="MS",
+                   help="with --predict: the CPU-only decode measured on the device (scales the CPU nodes)")
     p.add_argument("--title", default="kzlab report")
     add_backend(p)
     add_lowering(p)
@@ -40,7 +43,8 @@ def run(args) -> int:
         spec = RunSpec(model=m, input=args.input, frames=args.frames, npy_path=args.codes, audio_path=args.audio,
                        backend=bk.backend, threads=bk.threads, sched=bk.sched, op_offload=bk.op_offload,
                        weights_on=bk.weights_on, lowering=low, repeat=args.repeat,
-                       hexagon_profile=args.hexagon, label=f"{'AB'[i]}: {m}")
+                       hexagon_profile=args.hexagon, predict=bool(args.predict and args.hexagon),
+                       cpu_baseline_ms=args.cpu_baseline_ms, label=f"{'AB'[i]}: {m}")
         rec = execute(spec, lambda k, n, text: print(f"  [{k}/{n}] {text}", flush=True))
         ran = f"{len(rec.wav)} samples on {rec.backend_label}, {rec.mode} mode" if rec.ok else ""
         print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else ran))

@@ -309,3 +309,15 @@ def restore_sources(bg) -> None:
         for j, a in enumerate(srcs):
             if a and tensor_address(arr[j]) != a:
                 arr[j] = ctypes.cast(a, ptr)
+
+
+_PROBE = (ctypes.c_char * 4)()
+
+
+def wait_computed(t) -> None:
+    """Return once `t` is computed. ggml's compute and synchronize are enough for an in-process backend, but an
+    RPC backend computes asynchronously (its synchronize returns at once): reading 4 bytes of the result is the
+    only way to know the server has finished. Host buffers need nothing."""
+    buf = t.contents.buffer
+    if buf and not g.ggml_backend_buffer_is_host(buf):
+        g.ggml_backend_tensor_get(t, ctypes.cast(_PROBE, ctypes.c_void_p), 0, 4)

@@ -66,7 +66,7 @@ from ggml import ggml as g
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph.builder import TYPE_NAMES
 from kzlab.progress import Progress, ProgressFn
-from kzlab.runtime.backends import init_backend, restore_sources, sources_of
+from kzlab.runtime.backends import init_backend, restore_sources, sources_of, wait_computed
 from kzlab.runtime.ffi import tensor_address
 
 VIEW_OP_IDS = {g.GGML_OP_VIEW, g.GGML_OP_RESHAPE, g.GGML_OP_PERMUTE, g.GGML_OP_TRANSPOSE, g.GGML_OP_NONE}
@@ -290,18 +290,6 @@ _EVAL_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_bool,
 
 
 _TENSOR_P = ctypes.POINTER(g.ggml_tensor)
-_PROBE = (ctypes.c_char * 4)()
-
-
-def _finished(t) -> None:
-    """Wait until `t` is computed. ggml's synchronize is enough for an in-process backend, but an RPC backend
-    computes asynchronously (its synchronize returns at once): reading 4 bytes of the result is the only way to
-    know the server has finished. Host buffers need nothing."""
-    buf = t.contents.buffer
-    if buf and not g.ggml_backend_buffer_is_host(buf):
-        g.ggml_backend_tensor_get(t, ctypes.cast(_PROBE, ctypes.c_void_p), 0, 4)
-
-
 class _Timer:
     """The eval callback: says yes at the closing node of each stretch and takes a timestamp there."""
 
@@ -319,7 +307,7 @@ class _Timer:
     def _cb(self, addr, ask, _ud) -> bool:
         if ask:
             return addr in self.closing
-        _finished(ctypes.cast(addr, _TENSOR_P))
+        wait_computed(ctypes.cast(addr, _TENSOR_P))
         now = time.perf_counter_ns()
         i = self.closing.get(addr)
         if i is not None:
@@ -418,7 +406,7 @@ class Profiler:
 
         def compute() -> int:
             status = self.bs.compute(bg)
-            _finished(out)  # an RPC compute returns before the server has finished
+            wait_computed(out)  # an RPC compute returns before the server has finished
             return status
 
         status, dt = self._timed(compute)
@@ -436,7 +424,7 @@ class Profiler:
         def compute() -> int:
             timer.start()  # on the compute thread, right before the graph
             status = g.ggml_backend_sched_graph_compute(sched, bg.gf)
-            _finished(out)
+            wait_computed(out)
             return status
 
         try:

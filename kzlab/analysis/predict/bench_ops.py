@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from ggml import ggml as g
 
+from kzlab.analysis.flops import VIEW_OPS
 from kzlab.analysis.predict.oplog import FIELDS, OpRecord, parse_vars
 from kzlab.errors import InvalidOptionError
-
-VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"}
+from kzlab.runtime.backends import init_backend, wait_computed
 
 
 @dataclass
@@ -55,10 +55,6 @@ def node_vars(node: dict[str, Any]) -> tuple[str, str] | None:
     t = types[0] if types else str(node.get("type", "f32")).lower()
     ne = ",".join(str(int(x)) for x in node["ne"])
     return op, f"type={t},ne=[{ne}]"
-
-
-def _backend_of(spec_backend: str) -> str:
-    return spec_backend.strip().lower()
 
 
 def _cpu_graph(cpu_handle: Any, keep: list) -> Any:
@@ -97,12 +93,6 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = 
         try:
             zeros = np.zeros(64 * 64, np.float32)
             g.ggml_backend_tensor_set(a, zeros.ctypes.data_as(ctypes.c_void_p), 0, zeros.nbytes)
-            probe = np.empty(1, np.float32)
-
-            def finished(t) -> None:  # a read of the result: an RPC backend computes asynchronously
-                g.ggml_backend_synchronize(backend_handle)
-                g.ggml_backend_tensor_get(t, probe.ctypes.data_as(ctypes.c_void_p), 0, probe.nbytes)
-
             def timed(fn, n: int = runs) -> float:
                 ts = []
                 for _ in range(n):
@@ -113,7 +103,7 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = 
 
             def device() -> None:
                 g.ggml_backend_graph_compute(backend_handle, gf)
-                finished(y)
+                wait_computed(y)
 
             sync_us = timed(device) if g.ggml_backend_supports_op(backend_handle, y) else None
             if sync_us is not None and cpu_handle is not None:
@@ -132,7 +122,7 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = 
             for _ in range(5):
                 t0 = time.perf_counter()
                 g.ggml_backend_tensor_set(big, data.ctypes.data_as(ctypes.c_void_p), 0, data.nbytes)
-                finished(big)
+                wait_computed(big)
                 cs.append(time.perf_counter() - t0)
         finally:
             g.ggml_backend_buffer_free(buf)
@@ -154,10 +144,10 @@ def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repea
     low = lowering or Lowering()
     if low.mode == "auto":
         low = low.replace(mode="portable")  # the graph a device runs, as the simulator places it
-    name = _backend_of(backend)
+    name = backend.strip().lower()
     spec = BackendSpec(backend, threads, None)
     prof = profile(model, frames=frames, backends=spec, lowering=low, repeat=repeat, warmup=1, peak=False,
-                   progress=False, **_node_granularity())
+                   progress=False, granularity="node")
     rb_names = prof.config["backend"]
     target = next((b for b in rb_names if b.lower() == name or b.lower().startswith(name)), None)
     if target is None:
@@ -172,7 +162,6 @@ def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repea
         if key is None:
             continue
         groups.setdefault(key, []).append(n["time_ms"] * norm * 1e3)
-    from kzlab.runtime.backends import init_backend
 
     b = init_backend(target if not target.startswith("rpc") else backend, prof.config["threads"])
     cpu = init_backend("cpu", prof.config["threads"]) if target != "cpu" else None
@@ -195,15 +184,6 @@ def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repea
            "lowering": prof.config["lowering_resolved"], "normalisation": norm,
            "wall_ms": prof.wall_ms}
     return BenchResult(ggml_name, records, perf, cfg)
-
-
-def _node_granularity() -> dict[str, Any]:
-    """Per-node timing: the profiler's `granularity="node"` where it has the option."""
-    import inspect
-
-    from kzlab.analysis.profile import profile
-
-    return {"granularity": "node"} if "granularity" in inspect.signature(profile).parameters else {}
 
 
 def _sql_value(v: Any) -> str:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+from kzlab.analysis.predict.timing import field_of
 
 
 def _keyed(nodes: list[Any]) -> dict[tuple[str, int], Any]:
     out, seen = {}, {}
     for n in nodes:
-        name = _get(n, "name")
+        name = field_of(n, "name")
         k = seen.get(name, 0)
         seen[name] = k + 1
         out[(name, k)] = n
@@ -26,14 +24,15 @@ def _keyed(nodes: list[Any]) -> dict[tuple[str, int], Any]:
 
 def placement_diff(a: Any, b: Any) -> dict[str, Any]:
     """What differs between placements `a` and `b` (Placement objects or their to_dict())."""
-    na, nb = _keyed(list(_get(a, "nodes"))), _keyed(list(_get(b, "nodes")))
+    na, nb = _keyed(list(field_of(a, "nodes"))), _keyed(list(field_of(b, "nodes")))
     moved = []
     for key in na.keys() & nb.keys():
-        ba, bb = _get(na[key], "backend"), _get(nb[key], "backend")
+        ba, bb = field_of(na[key], "backend"), field_of(nb[key], "backend")
         if ba != bb:
-            moved.append({"name": key[0], "op": _get(na[key], "op"), "stage": _get(na[key], "stage"), "a": ba, "b": bb})
+            n = na[key]
+            moved.append({"name": key[0], "op": field_of(n, "op"), "stage": field_of(n, "stage"), "a": ba, "b": bb})
     moved.sort(key=lambda r: r["name"])
-    pa, pb = _get(a, "predicted"), _get(b, "predicted")
+    pa, pb = field_of(a, "predicted"), field_of(b, "predicted")
 
     def pdict(p: Any) -> dict[str, Any] | None:
         if p is None:
@@ -46,8 +45,8 @@ def placement_diff(a: Any, b: Any) -> dict[str, Any]:
         for st in dict.fromkeys([*pa["by_stage_ms"], *pb["by_stage_ms"]]):
             x, y = pa["by_stage_ms"].get(st, 0.0), pb["by_stage_ms"].get(st, 0.0)
             stages.append({"stage": st, "a_ms": x, "b_ms": y, "b_minus_a_ms": y - x})
-    splits = [len(_get(a, "splits")), len(_get(b, "splits"))]
-    copied = [int(_get(a, "copied_bytes")), int(_get(b, "copied_bytes"))]
+    splits = [len(field_of(a, "splits")), len(field_of(b, "splits"))]
+    copied = [int(field_of(a, "copied_bytes")), int(field_of(b, "copied_bytes"))]
     totals = [pa["total_ms"] if pa else None, pb["total_ms"] if pb else None]
     return {
         "moved": moved,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kzlab.analysis.flops import VIEW_OPS
 from kzlab.analysis.predict.parameters import BackendPerf, Parameter
 from kzlab.errors import InvalidInputError
 
-VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"}
 CPU_NAMES = {"cpu"}
 
 
@@ -130,13 +130,14 @@ def cpu_times(profile: dict[str, Any]) -> tuple[dict[tuple[str, int], float], fl
 
 
 # ---- the model ---------------------------------------------------------------------------------------------------
-def _field(obj: Any, name: str, default: Any = None) -> Any:
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """`obj.name` or `obj[name]`: nodes and splits come as objects or as their to_dict() rows."""
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
 def _type_of(node: Any) -> str:
-    types = _field(node, "src_types") or []
-    return (types[0] if types else _field(node, "type", "F32")) or "F32"
+    types = field_of(node, "src_types") or []
+    return (types[0] if types else field_of(node, "type", "F32")) or "F32"
 
 
 def device_node_ms(
@@ -144,12 +145,12 @@ def device_node_ms(
 ) -> tuple[float, str]:
     """(ms, how) for a node on a device backend: measured rows when they have it, else the roofline. The names of
     the parameters the answer used are added to `used`."""
-    op = _field(node, "op")
+    op = field_of(node, "op")
     if measured is not None:
         est = measured(node)
         if est is not None:
             return est.time_us / 1e3, f"measured ({est.how})"
-    flops, nbytes = int(_field(node, "flops", 0)), int(_field(node, "bytes", 0))
+    flops, nbytes = int(field_of(node, "flops", 0)), int(field_of(node, "bytes", 0))
     rate = perf.rate(op, _type_of(node))
     if used is not None:
         used.update({rate.name, perf.bandwidth_gbs.name, perf.launch_us.name})
@@ -210,10 +211,10 @@ def predict(
     missing = []
     seen: dict[str, int] = {}
     for n in nodes:
-        name, op, b = _field(n, "name"), _field(n, "op"), _field(n, "backend")
+        name, op, b = field_of(n, "name"), field_of(n, "op"), field_of(n, "backend")
         occurrence = seen.get(name, 0)
         seen[name] = occurrence + 1
-        stage = _field(n, "stage", "") or "(graph)"
+        stage = field_of(n, "stage", "") or "(graph)"
         if b.lower() in CPU_NAMES and times is not None:  # as measured (a view's time is its share, often 0)
             if (name, occurrence) not in times:
                 missing.append(name)
@@ -239,9 +240,9 @@ def predict(
     split_rows = []
     copy_total = sync_total = 0.0
     for i, s in enumerate(splits):
-        b = _field(s, "backend")
+        b = field_of(s, "backend")
         key = b if b in perf else b.lower()
-        nbytes = int(_field(s, "input_bytes", 0))
+        nbytes = int(field_of(s, "input_bytes", 0))
         copy = sync = 0.0
         if key in perf:
             p = perf[key]
@@ -258,12 +259,12 @@ def predict(
                 "input_bytes": nbytes,
                 "copy_ms": copy,
                 "sync_ms": sync,
-                "stage": _field(s, "stage", ""),
+                "stage": field_of(s, "stage", ""),
             }
         )
         copy_total += copy
         sync_total += sync
-        st = _field(s, "stage", "") or "(graph)"
+        st = field_of(s, "stage", "") or "(graph)"
         by_stage[st] = by_stage.get(st, 0.0) + copy + sync
     for key in sorted(used_perf):
         p = perf[key]

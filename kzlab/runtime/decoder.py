@@ -22,7 +22,7 @@ from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.budget import check_session_budget, parse_budget
 from kzlab.runtime.remote import RemoteSession
 from kzlab.runtime.session import Session
-from kzlab.runtime.spec import BackendSpec, ResolvedBackends
+from kzlab.runtime.spec import BackendSpec, ResolvedBackends, is_rpc
 
 STAGE_ALIASES = {"latent": "decoder.0", "codes": "quantizer"}
 
@@ -55,7 +55,7 @@ class Decoder:
         self.memory_budget = memory_budget
         parse_budget(memory_budget)
         spec = BackendSpec.from_kw(backends, **backend_kw)
-        if any(str(n).strip().lower().startswith("rpc") for n in spec.names()):
+        if any(is_rpc(n) for n in spec.names()):
             # ggml aborts the process when an RPC server goes away: keep that in a worker process
             self.session = RemoteSession(model, lowering, spec, rpc_timeout)
         else:

@@ -100,11 +100,11 @@ class RemoteSession:
 
     def __init__(self, model: Any, lowering: Any = None, backends: Any = None, timeout: float | None = None):
         from kzlab.runtime.backends import check_reachable
-        from kzlab.runtime.spec import BackendSpec, parse_rpc, resolve_run
+        from kzlab.runtime.spec import BackendSpec, is_rpc, parse_rpc, resolve_run
 
         self.resolved, self.plan = resolve_run(lowering, backends or BackendSpec())
         for n in self.resolved.names:  # bad addresses and absent servers fail here, fast, before a worker starts
-            if n.startswith("rpc"):
+            if is_rpc(n):
                 check_reachable(*parse_rpc(n))
         self.model = model
         self.timeout = timeout

@@ -140,12 +140,68 @@ def test_row_limit_rule(rows, refused):
         g.ggml_free(ctx)
 
 
-def test_f32_weights_need_0153():
-    ctx, t = _mul_mat(8, g.GGML_TYPE_F32)
+def test_f32_weights_in_0152_within_the_row_limit():
+    """ggml 707321c4 ggml-hexagon.cpp lines 2706-2721: F32 x F32 is accepted, with the 1024-row limit."""
+    v152 = capabilities.load("hexagon-v0.15.2")
+    for rows, refused in ((8, False), (1025, True)):
+        ctx, t = _mul_mat(rows, g.GGML_TYPE_F32)
+        try:
+            why = v152.refusal(t, NoBuffers())
+            assert (why is not None) == refused
+            assert capabilities.load("hexagon-v0.15.3").refusal(t, NoBuffers()) is None
+        finally:
+            g.ggml_free(ctx)
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=16 * 1024 * 1024, mem_buffer=None, no_alloc=True))
     try:
-        assert capabilities.load("hexagon-v0.15.2").refusal(t, NoBuffers()) is not None
-        assert capabilities.load("hexagon-v0.15.3").refusal(t, NoBuffers()) is None
-        assert capabilities.load("blas").refusal(t, NoBuffers())[1].startswith("ne1=8")
+        w = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, 64, 48)
+        x = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, 64, 8)
+        assert "F32 src0 needs F32 src1" in v152.refusal(g.ggml_mul_mat(ctx, w, x), NoBuffers())[1]
+    finally:
+        g.ggml_free(ctx)
+
+
+def test_0152_refuses_src1_broadcast_and_has_gelu_quick():
+    """707321c4 lines 2697 and 2713: `src1->ne[2] < src0->ne[2] || ...` refused for F16 and F32 weights. ggml_mul_mat
+    itself asserts that src1's batch is a multiple of src0's, so the shape is forged after the node is built."""
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=16 * 1024 * 1024, mem_buffer=None, no_alloc=True))
+    try:
+        w = g.ggml_new_tensor_3d(ctx, g.GGML_TYPE_F16, 64, 48, 4)
+        x = g.ggml_new_tensor_3d(ctx, g.GGML_TYPE_F32, 64, 8, 4)
+        t = g.ggml_mul_mat(ctx, w, x)
+        for name in ("hexagon-v0.15.2", "hexagon-v0.15.3", "hexagon-78c531d"):
+            assert capabilities.load(name).refusal(t, NoBuffers()) is None, name
+        x.contents.ne[2] = 1
+        for name in ("hexagon-v0.15.2", "hexagon-v0.15.3", "hexagon-78c531d"):
+            assert "broadcasting" in capabilities.load(name).refusal(t, NoBuffers())[1], name
+        assert "GELU_QUICK" in capabilities.load("hexagon-v0.15.2").ops
+    finally:
+        g.ggml_free(ctx)
+
+
+@pytest.mark.parametrize(
+    "src1_type,k,refused",
+    [
+        # the DDR-streaming HVX kernel, per thread 16 src0 rows (F16) + 16 src1 rows, 8 threads, 8 MiB
+        (g.GGML_TYPE_F32, 10912, False),  # 8 * (16*2K + 16*4K) = 8380416 B
+        (g.GGML_TYPE_F32, 10944, True),  # 8404992 B
+        (g.GGML_TYPE_F16, 16384, False),  # 8 * (16*2K + 16*2K) = 8388608 B, exactly the budget
+        (g.GGML_TYPE_F16, 16416, True),
+    ],
+)
+def test_vtcm_gate(src1_type, k, refused):
+    """0.15.3 / 78c531d: K up to ~10.9k with F32 src1 and 16384 with F16 src1 when src1 does not fit VTCM."""
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=16 * 1024 * 1024, mem_buffer=None, no_alloc=True))
+    try:
+        w = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, k, 48)
+        big = g.ggml_mul_mat(ctx, w, g.ggml_new_tensor_2d(ctx, src1_type, k, 512))  # src1 > 8 MiB: DDR kernel
+        small = g.ggml_mul_mat(ctx, w, g.ggml_new_tensor_2d(ctx, src1_type, k, 4))  # all of src1 in VTCM
+        for name in ("hexagon-v0.15.3", "hexagon-78c531d"):
+            p = capabilities.load(name)
+            why = p.refusal(big, NoBuffers())
+            assert (why is not None) == refused, (name, why)
+            if refused:
+                assert "hvx-ddr VTCM need" in why[1] and "8388608" in why[1]
+            assert p.refusal(small, NoBuffers()) is None
     finally:
         g.ggml_free(ctx)
 

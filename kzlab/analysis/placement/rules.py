@@ -161,13 +161,17 @@ def hex_unary(t, env: Env, arg) -> str | None:
 
 @rule("hex_activation")
 def hex_activation(t, env: Env, arg) -> str | None:
+    """ggml_hexagon_supported_activations. arg "rows": the 78c531d form, where src0 and src1 need only contiguous
+    rows (ggml_is_contiguous_1) and dst stays fully contiguous; without it (0.15.2, 0.15.3) all three must be
+    contiguous."""
     s0, s1 = src(t, 0), src(t, 1)
+    contig = g.ggml_is_contiguous_1 if arg == "rows" else g.ggml_is_contiguous
     if s0.contents.type != F32 or t.contents.type != F32:
         return "needs F32 src0 and dst"
-    if not g.ggml_is_contiguous(s0) or not g.ggml_is_contiguous(t):
-        return "src0 and dst must be contiguous"
+    if not contig(s0) or not g.ggml_is_contiguous(t):
+        return "src0 rows and dst must be contiguous" if arg == "rows" else "src0 and dst must be contiguous"
     if s1 is not None:
-        if s1.contents.type != F32 or not g.ggml_are_same_shape(s0, s1) or not g.ggml_is_contiguous(s1):
+        if s1.contents.type != F32 or not g.ggml_are_same_shape(s0, s1) or not contig(s1):
             return "src1 must be F32, contiguous and shaped like src0"
     return None
 
@@ -197,14 +201,34 @@ def hex_softmax(t, env: Env, arg) -> str | None:
 
 @rule("hex_rope")
 def hex_rope(t, env: Env, arg) -> str | None:
-    mode = int(t.contents.op_params[2])
-    if mode == g.GGML_ROPE_TYPE_VISION or mode & 1:
-        return f"rope mode {mode}"
+    """ggml_hexagon_supported_rope. Without arg (0.15.2, 0.15.3): VISION and NEOX-bit modes refused, every
+    operand contiguous. arg "strided" (78c531d): op_params[15] (ggml_rope_set_offset) a multiple of 32, VISION
+    accepted when n_dims == ne0/2, src0/dst need only nb[0] == 4 and nb[1] >= ne[0]*4 (strided views allowed),
+    positions and freq factors contiguous. All: freq factors F32 with ne[0] >= n_dims/2."""
+    p = t.contents.op_params
+    mode, n_dims = int(p[2]), int(p[1])
     s0, s1, s2 = src(t, 0), src(t, 1), src(t, 2)
+    if arg == "strided":
+        if int(p[15]) % 32:
+            return f"rope offset {int(p[15])} not a multiple of 32"
+        if mode == g.GGML_ROPE_TYPE_VISION and n_dims != ne(s0)[0] // 2:
+            return f"vision rope with n_dims {n_dims} != ne0/2"
+    elif mode == g.GGML_ROPE_TYPE_VISION:
+        return f"rope mode {mode}"
+    if mode & 1:
+        return f"rope mode {mode}"
     if s0.contents.type != F32 or t.contents.type != F32 or s1.contents.type != I32:
         return "needs F32 src0/dst and I32 positions"
-    if s2 is not None and s2.contents.type != F32:
-        return "freq factors not F32"
+    if s2 is not None and (s2.contents.type != F32 or ne(s2)[0] < n_dims // 2):
+        return "freq factors not F32 or shorter than n_dims/2"
+    if arg == "strided":
+        for x in (s1, s2):
+            if x is not None and not g.ggml_is_contiguous(x):
+                return "positions/freq factors must be contiguous"
+        for x in (s0, t):
+            if int(x.contents.nb[0]) != 4 or int(x.contents.nb[1]) < ne(x)[0] * 4:
+                return "src0/dst rows not contiguous F32"
+        return None
     for x in (s0, s1, s2, t):
         if x is not None and not g.ggml_is_contiguous(x):
             return "operands must be contiguous"
@@ -283,7 +307,11 @@ def hex_im2col_2d(t, env: Env, arg) -> str | None:
     return None
 
 
-def _hex_mm_types(t, env: Env, quant_rows: str) -> str | None:
+def _hex_mm_types(t, env: Env, era: str) -> str | None:
+    """The type/layout switch of ggml_hexagon_supported_mul_mat, the same in 0.15.2, 0.15.3 and 78c531d but for
+    the quantized row limits: era "rowlimit" (0.15.2: ggml_nrows(src0) > 16384 refused) or "vtcm" (0.15.3 on:
+    src0 ne[1] > 32768 refused). F16 and F32 src0 (F32 only with F32 src1) refuse a permuted src0 and a src1
+    batch smaller than src0's (broadcasting) in every era."""
     s0, s1 = src(t, 0), src(t, 1)
     if t.contents.type != F32:
         return "dst not F32"
@@ -293,30 +321,30 @@ def _hex_mm_types(t, env: Env, quant_rows: str) -> str | None:
     if w in QUANT_HEX:
         if ne(s0)[0] % 32:
             return "quantized src0 ne0 % 32 != 0"
-        if quant_rows == "old" and nrows(s0) > 16 * 1024:
+        if era == "rowlimit" and nrows(s0) > 16 * 1024:
             return f"quantized src0 rows {nrows(s0)} > 16384"
-        if quant_rows == "new" and ne(s0)[1] > 32768:
+        if era == "vtcm" and ne(s0)[1] > 32768:
             return f"quantized src0 ne1 {ne(s0)[1]} > 32768"
         if ne(s1)[2] != 1 or ne(s1)[3] != 1:
             return "quantized: src1 broadcasting"
         if env.buffer_kind(s0) not in (None, "htp-repack"):
             return "quantized src0 not in the REPACK buffer"
         return None
-    if w == F16 or (w == F32 and quant_rows == "new"):
+    if w in (F16, F32):
         if w == F32 and s1.contents.type != F32:
             return "F32 src0 needs F32 src1"
         if int(s0.contents.nb[1]) < int(s0.contents.nb[0]):
             return f"permuted {tname(w)} src0"
-        if quant_rows == "new" and (ne(s1)[2] < ne(s0)[2] or ne(s1)[3] < ne(s0)[3]):
-            return "src1 batch smaller than src0's"
+        if ne(s1)[2] < ne(s0)[2] or ne(s1)[3] < ne(s0)[3]:
+            return "src1 batch smaller than src0's (broadcasting)"
         return None
     return f"src0 {tname(w)} not supported"
 
 
 @rule("hex_mul_mat_rowlimit")
 def hex_mul_mat_rowlimit(t, env: Env, arg) -> str | None:
-    """The older mul_mat check: F16/quantized only, and `ggml_nrows(src1) > 1024` refused."""
-    why = _hex_mm_types(t, env, "old")
+    """0.15.2: F16, F32 (x F32) and repacked quantized src0, and `ggml_nrows(src1) > 1024` refused."""
+    why = _hex_mm_types(t, env, "rowlimit")
     if why:
         return why
     limit = int(arg or 1024)
@@ -326,29 +354,107 @@ def hex_mul_mat_rowlimit(t, env: Env, arg) -> str | None:
     return None
 
 
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+# ggml-hexagon/htp/matmul-ops.h: aligned weight tile sizes and the q8 activation row sizes of the quantized paths
+_ALIGNED_TILE = {"q4_0": 640, "iq4_nl": 640, "q4_1": 640, "q8_0": 1152, "mxfp4": 640}
+
+
+def _q8_row(wname: str, k: int, tiled: bool) -> int:
+    q8_1 = wname == "q4_1"
+    if tiled:
+        return _up(k, 128) // 32 * (1280 if q8_1 else 1152)
+    return _up(k, 128) + _up(-(-k // 32) * (4 if q8_1 else 2), 128)
+
+
+def _hvx_quant_need(t, threads: int, layout: str, tiled: bool, prefetch: int) -> int:
+    """VTCM bytes of the HVX quantized kernel (tiled at `prefetch` rows, or the flat fallback at 16)."""
+    s0, s1 = src(t, 0), src(t, 1)
+    wname, k = tname(s0.contents.type), ne(s0)[0]
+    m = ne(s1)[1] * ne(s1)[2] * ne(s1)[3]
+    q_row = _q8_row(wname, k, tiled)
+    tile_row = k // 32 * _ALIGNED_TILE[wname]
+    dst_row = _up(int(t.contents.nb[1]), 128) if m <= 1 else 0
+    src1 = _up(q_row * m, 256)
+    if layout == "78c531d":  # htp_mm_hvx_vtcm_layout_build
+        src0 = _up(prefetch * tile_row, 256) * threads
+        dst = max(dst_row, _up(k * 4, 128 * 4)) * threads
+    else:  # eced84c8 htp_mm_hvx_get_vtcm_sizes
+        pad = _up(q_row, 128 * 4) if tiled else _up(q_row, 256)
+        src0 = max(_up(prefetch * tile_row, 256), pad) * threads
+        dst = dst_row * threads
+    return src0 + src1 + dst
+
+
+def _hvx_float_need(t, threads: int, vtcm_kernel: bool) -> int:
+    """VTCM bytes of the HVX F16/F32-weight kernels: the VTCM one (all of src1 in VTCM, F16 for F16 weights, F32
+    for F32 weights) or the DDR one (per thread 16 rows of src0 and 16 rows of src1 at src1's own stride)."""
+    s0, s1 = src(t, 0), src(t, 1)
+    k, m = ne(s1)[0], ne(s1)[1] * ne(s1)[2] * ne(s1)[3]
+    nb01, nb11 = int(s0.contents.nb[1]), int(s1.contents.nb[1])
+    dst = _up(int(t.contents.nb[1]), 128) * threads if m <= 1 else 0
+    if vtcm_kernel:
+        esize = 2 if s0.contents.type == F16 else 4
+        return _up(_up(k * esize, 128) * m, 256) + _up(16 * _up(nb01, 128), 256) * threads + dst
+    return _up(16 * nb01, 256) * threads + _up(16 * nb11, 256) * threads + dst
+
+
 @rule("hex_mul_mat_vtcm")
 def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
-    """0.15.3: no row limit; the host solver refuses what does not fit VTCM.
+    """0.15.3 and 78c531d: no row limit; refused when the kernel the host-side solver picks needs more VTCM than
+    the session has (ggml_hexagon_supported_mul_mat: kparams.vtcm_size > sess->vtcm_size).
 
-    APPROXIMATION: the solver's fallback chain ends at the flat HVX kernel, whose working set we estimate
-    as, per HTP thread, two src0 rows (double-buffered prefetch) plus one src1 row converted to F16, plus
-    one dst row; it is compared with the VTCM budget (8 MiB, the session's fallback when the hardware
-    query fails). The real ggml_hexagon_precompute_matmul_params is richer; shapes near the budget may differ.
+    arg: {vtcm_bytes, threads, layout}. The session's VTCM size and thread count come from the hardware query
+    (htp_iface_hwinfo) or, when it fails, 8 MiB and 8 threads. The HVX kernels are modelled exactly as
+    ggml_hexagon_precompute_hvx_mm_params sizes them (F16/F32 weights: the all-src1-in-VTCM kernel when it fits
+    and src0 is neither batched nor permuted, else the DDR-streaming kernel; quantized weights: the tiled kernel
+    at its smallest prefetch depth, else the flat fallback); `layout` picks the quantized sizing of 0.15.3
+    ("eced84c8") or of 78c531d. NOT modelled: the HMX solver, tried first when HMX is on and the shape is
+    eligible; it only adds acceptances (an HMX fit is accepted whatever HVX needs), so a refusal here on an
+    HMX-eligible shape says so.
     """
-    why = _hex_mm_types(t, env, "new")
+    why = _hex_mm_types(t, env, "vtcm")
     if why:
         return why
     cfg = arg or {}
     budget = int(cfg.get("vtcm_bytes", 8 * 1024 * 1024))
-    threads = int(cfg.get("threads", 6))
+    threads = int(cfg.get("threads", 8))
+    layout = str(cfg.get("layout", "eced84c8"))
+    s0 = src(t, 0)
+    if s0.contents.type in QUANT_HEX:
+        if ne(s0)[0] % 32 == 0 and _hvx_quant_need(t, threads, layout, True, 2) <= budget:
+            return None
+        need, kernel = _hvx_quant_need(t, threads, layout, False, 16), "hvx-flat"
+    else:
+        if not (ne(s0)[2] > 1 or ne(s0)[3] > 1) and not (g.ggml_is_permuted(s0) or g.ggml_is_permuted(src(t, 1))):
+            if _hvx_float_need(t, threads, True) <= budget:
+                return None
+        need, kernel = _hvx_float_need(t, threads, False), "hvx-ddr"
+    if need <= budget:
+        return None
+    hmx = (
+        " (HMX-eligible shape: the HMX solver is not modelled and might still fit it)" if _hmx_eligible(t, cfg) else ""
+    )
+    return f"{kernel} VTCM need {need} B > {budget} B on {threads} threads{hmx}"
+
+
+def _hmx_eligible(t, cfg: dict) -> bool:
+    """ggml_hexagon_matmul_is_hmx_eligible (non-ID MUL_MAT); cfg hmx_src1_f32: 78c531d's F32-activations-only."""
+    if not cfg.get("hmx", True):
+        return False
     s0, s1 = src(t, 0), src(t, 1)
-    row0 = -(-int(s0.contents.nb[1]) // 128) * 128
-    row1 = -(-(ne(s1)[0] * 2) // 128) * 128
-    rowd = -(-(ne(t)[0] * 4) // 128) * 128
-    need = threads * (2 * row0 + row1 + rowd)
-    if need > budget:
-        return f"approx. VTCM need {need} B > budget {budget} B"
-    return None
+    w = s0.contents.type
+    n = _up(ne(s0)[1], 32) if w in QUANT_HEX else ne(s0)[1]
+    batched = ne(s0)[2] * ne(s0)[3] > 1 or ne(s1)[2] * ne(s1)[3] > 1
+    if n % 32 or ne(s0)[0] % 32 or ne(s1)[1] <= 4:
+        return False
+    if cfg.get("hmx_src1_f32") and s1.contents.type != F32:
+        return False
+    if batched and w != F16:
+        return False
+    return int(s0.contents.nb[0]) <= int(s0.contents.nb[1]) and int(s1.contents.nb[0]) <= int(s1.contents.nb[1])
 
 
 # ---- CUDA (ggml-cuda.cu ggml_backend_cuda_device_supports_op, the parts the decoder uses) --------------------

@@ -445,3 +445,95 @@ def test_match_row_count_in_an_array():
     # the unsupported BLAS rows are no measurement; a backend is matched by name, else by its family
     assert oplog.match(rs, "ADD", add, row_param="ne[1]", backend="BLAS") is None
     assert oplog.match_mul_mat(rs, "f16", "f32", 1024, 128, 1024, backend="blas0").time_us == 150.0
+
+
+# ---- ggml-hexagon's own per-op profile (GGML_HEXAGON_PROFILE=1) -------------------------------------------------
+HEX_PIPE = LOGS / "hexagon-profile-78c531d.log"
+HEX_COLON = LOGS / "hexagon-profile-v0.15.2.log"
+
+
+def test_hexagon_profile_pipe_format():
+    rs = oplog.read(HEX_PIPE)
+    assert oplog.detect(HEX_PIPE.read_text()) == "hexagon"
+    assert [r.op for r in rs] == ["MUL_MAT"] * 3 + ["ADD", "RMS_NORM+MUL", "CPY"]  # OPBATCH and other lines skipped
+    assert all(r.fmt == "hexagon" and r.backend == "HTP0" and r.n_runs == 1 and r.supported for r in rs)
+    mm = rs[0]
+    assert mm.line == line_of(HEX_PIPE, "mm.0|")
+    assert mm.params == {
+        "type_a": "f16",
+        "type_b": "f32",
+        "m": 1024,
+        "n": 32,
+        "k": 1024,
+        "bs": (1, 1),
+        "nr": (1, 1),
+        "per": (0, 1, 2, 3),
+        "k_v": 0,
+        "o": 1,
+    }
+    assert mm.vars == MM.format(n=32)  # the same key test-backend-ops prints for this product
+    assert mm.time_us == 310 and mm.flop_per_run == 2 * 1024 * 1024 * 32
+    assert mm.flops == pytest.approx(2 * 1024 * 1024 * 32 / 310e-6)
+    assert mm.extra["kparams"] == "hvx-tiled vtcm 524288" and mm.extra["cycles"] == "341000"
+    assert mm.extra["mhz"] == "1100.0" and mm.extra["pmu"] == ""
+    assert rs[3].params == {"type": "f32", "ne": (1024, 128, 1, 1)} and rs[3].flop_per_run is None
+    assert rs[5].params == {"type": "f32", "ne": (128, 1024, 1, 1), "contiguous": 0}  # a transposed source
+
+
+def test_hexagon_profile_colon_format_with_pmu():
+    rs = oplog.read(HEX_COLON)
+    assert [(r.op, r.time_us) for r in rs] == [("MUL_MAT", 300), ("GELU", 64)]
+    assert rs[0].params["n"] == 32 and rs[0].extra["pmu"] == "330000,1200,800,0,52000,11,3,7"
+    assert rs[0].extra["style"] == "colon" and rs[0].extra["kparams"] == ""
+    assert rs[1].params == {"type": "f32", "ne": (1024, 128, 2, 1)}
+
+
+def test_hexagon_profile_rows_match_nodes():
+    rs = oplog.read(HEX_PIPE)
+    exact = oplog.match_mul_mat(rs, "f16", "f32", 1024, 128, 1024, backend="HTP0")
+    assert exact.how == "exact" and exact.time_us == pytest.approx(1060)  # two runs of n=128 averaged
+    mid = oplog.match_mul_mat(rs, "f16", "f32", 1024, 80, 1024)
+    assert mid.how == "interpolated" and mid.time_us == pytest.approx(310 + (1060 - 310) * 48 / 96)
+    add = oplog.match(rs, "ADD", {"type": "f32", "ne": (1024, 64, 1, 1)}, row_param="ne[1]")
+    assert add.how == "extrapolated" and add.time_us == pytest.approx(21)
+    assert oplog.match(rs, "CPY", {"type": "f32", "ne": (128, 1024, 1, 1)}, row_param="ne[1]") is None
+    assert oplog.match_mul_mat(rs, "f16", "f32", 1024, 128, 1024, backend="CPU") is None
+
+
+def test_hexagon_profile_refusals(tmp_path):
+    good = HEX_PIPE.read_text().splitlines(keepends=True)
+    n = line_of(HEX_PIPE, "mm.0|")
+
+    def edited(fname: str, line: str) -> Path:
+        p = tmp_path / fname
+        p.write_text("".join(good[: n - 1] + [line] + good[n:]))
+        return p
+
+    cases = {
+        "cut.log": ("ggml-hex: HTP0 profile-op MUL_MAT|w.0 x x.0 -> mm.0|1024:1024 x 1024:32\n", "cut off"),
+        "tail.log": (good[n - 1].replace(" mhz 1100.0", " mhz"), "is not 'usec U cycles C start S mhz F'"),
+        "dims.log": (good[n - 1].replace("1024:1024 x", "1024:x x"), "is not one tensor's dims"),
+        "count.log": (good[n - 1].replace("f16 x f32 -> f32", "f16 -> f32"), "list 3, 2, 3 tensors"),
+        "opname.log": (good[n - 1].replace("profile-op MUL_MAT|", "profile-op mul mat|"), "not a ggml op"),
+        "pmu.log": (good[n - 1].rstrip("\n") + " pmu [1,2,3]\n", "is not 'usec U cycles"),
+    }
+    for fname, (line, message) in cases.items():
+        with pytest.raises(InvalidInputError, match=rf"{fname}, line {n}: .*{message}"):
+            oplog.read(edited(fname, line))
+    only_batches = tmp_path / "batches.log"
+    only_batches.write_text("".join(x for x in good if "MUL_MAT|" not in x and "|usec" not in x or "OPBATCH" in x))
+    with pytest.raises(InvalidInputError, match=r"batches\.log: a ggml-hexagon log with no per-op profile line"):
+        oplog.read(only_batches)
+    cut = tmp_path / "nonl.log"
+    cut.write_text("".join(good).rstrip("\n"))
+    with pytest.raises(InvalidInputError, match=r"nonl\.log, line \d+: the last line has no end of line"):
+        oplog.read(cut)
+
+
+def test_mixed_log_reads_as_backend_ops_unless_asked(tmp_path):
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(CONSOLE.read_text() + HEX_PIPE.read_text())
+    assert {r.fmt for r in oplog.read(mixed)} == {"console"}
+    assert {r.fmt for r in oplog.read(mixed, fmt="hexagon")} == {"hexagon"}
+    with pytest.raises(InvalidOptionError, match="one of console, csv, sql, hexagon"):
+        oplog.read(mixed, fmt="json")

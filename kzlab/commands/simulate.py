@@ -44,8 +44,9 @@ def register(sub) -> None:
                        help="scale the CPU profile so that the CPU-only decode takes MS (e.g. 3340, measured on "
                        "the device)")
     pr.add_argument("--ops", nargs="+", default=[], metavar="FILE",
-                    help="op timings measured on the device: test-backend-ops perf output (console or sql) or "
-                    "`kzlab bench-ops` output")
+                    help="op timings measured on the device: test-backend-ops perf output (console or sql), "
+                    "`kzlab bench-ops` output, or a ggml-hexagon log written under GGML_HEXAGON_PROFILE=1 "
+                    "(its profile-op lines)")
     add_lowering(p)
     p.set_defaults(func=run)
 

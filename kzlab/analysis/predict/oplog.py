@@ -26,6 +26,30 @@ memory_kb (op_size / 1024: the bytes of dst and srcs of one run), n_runs, device
 backend_reg_name. Nothing else is invented: the shape is in op_params (test_case::vars(), `name=value,...`,
 arrays as `[a,b,c,d]`, ggml types by name, booleans as 0/1).
 
+A fourth format is the per-op log of ggml-hexagon itself, written under `GGML_HEXAGON_PROFILE=1` (or 2, with
+PMU counters) by `ggml_hexagon_dump_op_prof` of ggml-org/ggml src/ggml-hexagon/ggml-hexagon.cpp, one GGML_LOG_DEBUG
+line per op the HTP ran, the time measured on the HTP itself (llama.cpp's scripts/snapdragon/ggml-hexagon-profile.py
+groups these lines by op, dims and types):
+
+- v0.15.2 (707321c4, line 153): `ggml-hex: SESS profile-op OP: NAMES : DIMS : TYPES : STRIDES : usec U cycles C
+  start S mhz F[ pmu [p0,...,p7]]`;
+- v0.15.3 on (eced84c8 line 150, 78c531d line 167): `ggml-hex: SESS profile-op OP|NAMES|DIMS|TYPES|STRIDES|KPARAMS|`
+  then the same tail. 78c531d also writes `profile-op OPBATCH|...` per batch (ggml_hexagon_dump_batch_prof): a
+  batch total, skipped here.
+
+OP is the op name (ggml_op_desc; fused ops joined with `+`, e.g. `RMS_NORM+MUL`); NAMES, DIMS, TYPES and STRIDES
+list the inputs joined by ` x `, then ` -> ` and the output (htp-opnode.h htp_opformat): a tensor's dims are
+`ne0:ne1` when ne2 == ne3 == 1, else `ne0:ne1:ne2:ne3`, its strides the same with nb and a trailing `!` when it is
+not contiguous, `NONE` for a missing tensor. Any other line of the log (the program's own output, other ggml-hex
+lines) is not read. A file that holds both test-backend-ops output and profile-op lines is read as
+test-backend-ops output unless `fmt="hexagon"` is asked for.
+
+A profile-op record says: backend = SESS (HTP0, ...), time_us = usec (one run), n_runs = 1; MUL_MAT gets
+test_mul_mat's params (type_a, type_b, m, n, k, bs, nr, per, k_v, o) and its FLOP count, any other op
+{type: its first input's type, ne: the output's shape}, so `match` and `match_mul_mat` find them as they find
+test-backend-ops and bench-ops rows; a node with a non-contiguous operand gets `contiguous=0` (it ran another
+kernel). cycles, start, mhz, pmu, kparams and the raw fields are in `extra`.
+
 Every file that is not one of these (truncated, foreign, a test-mode run) raises InvalidInputError naming the
 file and the line.
 """
@@ -78,6 +102,14 @@ PERF_BYTES = re.compile(
     r"^ *(?P<runs>\d+) runs - +(?P<us>[0-9.]+|inf|nan) us/run - +(?P<kb>\d+) kB/run - +(?P<bw>[0-9.]+|inf|nan) GB/s$"
 )
 PREFIX = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+HEX_PROFILE = re.compile(r"ggml-hex: (?P<sess>\S+) profile-op (?P<body>.*?)\r?$")
+HEX_TAIL = re.compile(
+    r"usec (?P<usec>\d+) cycles (?P<cycles>\d+) start (?P<start>\d+) mhz (?P<mhz>[0-9.]+|nan|inf|-nan)"
+    r"(?: pmu \[(?P<pmu>\d+(?:,\d+){7})\])?$"
+)
+HEX_DIMS = re.compile(r"^(NONE|\d+:\d+(?::\d+:\d+)?)$")
+HEX_STRIDES = re.compile(r"^(NONE|\d+:\d+(?::\d+:\d+)?!?)$")
+HEX_TYPE = re.compile(r"^[a-z0-9_]+$|^NONE$")
 SQL_INSERT = re.compile(r"^INSERT INTO test_backend_ops \((?P<fields>[^)]*)\) VALUES \((?P<values>.*)\);$")
 
 
@@ -182,7 +214,15 @@ def _nonzero(v: float | None) -> float | None:
 
 
 def detect(text: str) -> str:
-    """'console', 'csv' or 'sql' from the first lines that say it; '' when none does."""
+    """'console', 'csv' or 'sql' from the first lines that say it, else 'hexagon' when a line of the file is a
+    ggml-hexagon profile-op line; '' when none does."""
+    found = _detect_backend_ops(text)
+    if found:
+        return found
+    return "hexagon" if any(HEX_PROFILE.search(x) for x in text.splitlines() if "profile-op" in x) else ""
+
+
+def _detect_backend_ops(text: str) -> str:
     for raw in text.splitlines()[:200]:
         line = ANSI.sub("", raw).rstrip("\r")
         if not line.strip():
@@ -217,21 +257,24 @@ def parse(text: str, name: str = "<text>", fmt: str | None = None) -> list[OpRec
     found = detect(text)
     if fmt is None:
         fmt = found
-    elif fmt not in ("console", "csv", "sql"):
-        raise InvalidOptionError(f"test-backend-ops format {fmt!r}: one of console, csv, sql")
+    elif fmt not in ("console", "csv", "sql", "hexagon"):
+        raise InvalidOptionError(f"op log format {fmt!r}: one of console, csv, sql, hexagon")
+    if fmt == "hexagon" and found != "hexagon" and any("profile-op" in x for x in text.splitlines()):
+        found = "hexagon"  # asked for: the profile-op lines of a file that also holds test-backend-ops output
     if not fmt or found != fmt:
         what = f"not test-backend-ops {fmt} output" if fmt else "not test-backend-ops output"
         raise _err(
             name,
             0,
             f"{what}: none of its formats (console: 'Testing N devices' / 'Backend i/n: NAME' lines; csv: a header "
-            "of quoted test_result fields; sql: 'INSERT INTO test_backend_ops' lines)"
+            "of quoted test_result fields; sql: 'INSERT INTO test_backend_ops' lines) nor a ggml-hexagon profile log "
+            "('ggml-hex: SESS profile-op ...' lines, GGML_HEXAGON_PROFILE=1)"
             + (f"; it looks like {found}" if found and fmt else ""),
         )
     if text and not text.endswith("\n"):
         last = text.count("\n") + 1
         raise _err(name, last, "the last line has no end of line: the output was cut off")
-    return {"console": _console, "csv": _csv, "sql": _sql}[fmt](text, name)
+    return {"console": _console, "csv": _csv, "sql": _sql, "hexagon": _hexagon}[fmt](text, name)
 
 
 def _console(text: str, name: str) -> list[OpRecord]:
@@ -433,6 +476,120 @@ def _csv(text: str, name: str) -> list[OpRecord]:
         out.append(_record(dict(zip(header, row, strict=True)), "csv", name, i))
     if not out:
         raise _err(name, hi, "test-backend-ops CSV output with no row in it")
+    return out
+
+
+def _hex_list(field: str, what: str, pattern: re.Pattern, name: str, i: int) -> list[str]:
+    """One of htp_opformat's fields: the inputs joined by ' x ', then ' -> ' and the output."""
+    ins, arrow, out = field.rpartition(" -> ")
+    items = (ins.split(" x ") if arrow else []) + [out]
+    for x in items:
+        if not pattern.match(x):
+            raise _err(name, i, f"profile-op {what} {field!r}: {x!r} is not one tensor's {what}")
+    return items
+
+
+def _hex_ne(d: str) -> tuple[int, ...] | None:
+    if d == "NONE":
+        return None
+    ne = tuple(int(x) for x in d.split(":"))
+    return ne + (1,) * (4 - len(ne))
+
+
+def _vars_text(params: dict[str, ParamValue]) -> str:
+    def one(v: ParamValue) -> str:
+        return "[" + ",".join(one(x) for x in v) + "]" if isinstance(v, tuple) else str(v)
+
+    return ",".join(f"{k}={one(v)}" for k, v in params.items())
+
+
+def _hexagon(text: str, name: str) -> list[OpRecord]:
+    out: list[OpRecord] = []
+    for i, raw in enumerate(text.splitlines(), 1):
+        if "profile-op" not in raw:
+            continue
+        m = HEX_PROFILE.search(raw)
+        if not m:
+            raise _err(name, i, f"a profile-op line without 'ggml-hex: SESS profile-op ': {raw.strip()[:80]!r}")
+        body = m.group("body")
+        if body.startswith("OPBATCH|"):  # a batch's total (78c531d ggml_hexagon_dump_batch_prof), not an op
+            continue
+        if "|usec " in body:  # eced84c8 on: OP|NAMES|DIMS|TYPES|STRIDES|KPARAMS|usec ...
+            head, _, tail = body.rpartition("|usec ")
+            fields = head.split("|")
+            if len(fields) < 6:
+                raise _err(name, i, f"profile-op line with {len(fields)} '|' fields before usec (6 expected): cut off?")
+            op, names, (dims, types, strides, kparams) = fields[0], "|".join(fields[1:-4]), fields[-4:]
+            style = "pipe"
+        elif " : usec " in body:  # 707321c4: OP: NAMES : DIMS : TYPES : STRIDES : usec ...
+            head, _, tail = body.rpartition(" : usec ")
+            op, sep, rest = head.partition(": ")
+            parts = rest.rsplit(" : ", 3)
+            if not sep or len(parts) != 4:
+                raise _err(name, i, "profile-op line without 'OP: NAMES : DIMS : TYPES : STRIDES : usec': cut off?")
+            names, dims, types, strides = parts
+            kparams, style = "", "colon"
+        else:
+            raise _err(name, i, f"profile-op line without its 'usec U cycles C ...' tail: cut off? {body[-60:]!r}")
+        t = HEX_TAIL.match("usec " + tail)
+        if not t:
+            raise _err(name, i, f"profile-op timing {('usec ' + tail)[:80]!r} is not 'usec U cycles C start S mhz F'")
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*(\+[A-Z][A-Z0-9_]*)*", op):
+            raise _err(name, i, f"profile-op op name {op!r} is not a ggml op")
+        d = _hex_list(dims, "dims", HEX_DIMS, name, i)
+        ty = _hex_list(types, "types", HEX_TYPE, name, i)
+        st = _hex_list(strides, "strides", HEX_STRIDES, name, i)
+        if not len(d) == len(ty) == len(st):
+            raise _err(name, i, f"profile-op dims, types and strides list {len(d)}, {len(ty)}, {len(st)} tensors")
+        ne = [_hex_ne(x) for x in d]
+        contiguous = not any(x.endswith("!") for x in st)
+        params: dict[str, ParamValue]
+        flop_per_run = None
+        if op == "MUL_MAT" and len(ne) == 3 and ne[0] and ne[1]:
+            a, b = ne[0], ne[1]
+            if a[2] == 0 or a[3] == 0 or b[2] % a[2] or b[3] % a[3]:
+                raise _err(name, i, f"MUL_MAT dims {dims!r}: src1's batch is not a multiple of src0's")
+            params = dict(type_a=ty[0], type_b=ty[1], m=a[1], n=b[1], k=a[0], bs=(a[2], a[3]))
+            params.update(nr=(b[2] // a[2], b[3] // a[3]), per=(0, 1, 2, 3), k_v=0, o=1)
+            flop_per_run = 2.0 * a[0] * a[1] * b[1] * b[2] * b[3]
+        else:
+            out_ne = ne[-1]
+            if out_ne is None:
+                raise _err(name, i, f"profile-op {op} without an output shape")
+            params = {"type": ty[0] if len(ty) > 1 and ty[0] != "NONE" else ty[-1], "ne": out_ne}
+        if not contiguous:
+            params["contiguous"] = 0
+        us = float(t.group("usec"))
+        out.append(
+            OpRecord(
+                backend=m.group("sess"),
+                op=op,
+                vars=_vars_text(params),
+                params=params,
+                supported=True,
+                time_us=us,
+                n_runs=1,
+                flops=flop_per_run / (us * 1e-6) if flop_per_run is not None and us > 0 else None,
+                flop_per_run=flop_per_run,
+                fmt="hexagon",
+                file=name,
+                line=i,
+                extra={
+                    "cycles": t.group("cycles"),
+                    "start": t.group("start"),
+                    "mhz": t.group("mhz"),
+                    "pmu": t.group("pmu") or "",
+                    "kparams": kparams,
+                    "names": names,
+                    "dims": dims,
+                    "types": types,
+                    "strides": strides,
+                    "style": style,
+                },
+            )
+        )
+    if not out:
+        raise _err(name, 0, "a ggml-hexagon log with no per-op profile line in it (only OPBATCH totals?)")
     return out
 
 

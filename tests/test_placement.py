@@ -161,7 +161,7 @@ def test_f32_weights_in_0152_within_the_row_limit():
 
 
 def test_0152_refuses_src1_broadcast_and_has_gelu_quick():
-    """707321c4 lines 2697 and 2713: `src1->ne[2] < src0->ne[2] || ...` refused for F16 and F32 weights. ggml_mul_mat
+    """707321c4 lines 2697 and 2714: `src1->ne[2] < src0->ne[2] || ...` refused for F16 and F32 weights. ggml_mul_mat
     itself asserts that src1's batch is a multiple of src0's, so the shape is forged after the node is built."""
     ctx = g.ggml_init(g.ggml_init_params(mem_size=16 * 1024 * 1024, mem_buffer=None, no_alloc=True))
     try:

@@ -34,9 +34,12 @@ def test_prediction_adds_up_and_names_its_sources(model, cpu_profile):
     pl = kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, predict={"cpu_profile": cpu_profile})
     p = pl.predicted
     node_ms = sum(r["ms"] for r in p.nodes)
-    assert p.total_ms == pytest.approx(node_ms + p.copy_ms + p.sync_ms)
-    assert sum(p.by_backend_ms.values()) == pytest.approx(node_ms)
-    assert sum(p.by_stage_ms.values()) == pytest.approx(p.total_ms)
+    split_ms = sum(s["copy_ms"] + s["sync_ms"] + s["cache_ms"] for s in p.splits)
+    assert p.nominal_ms == pytest.approx(node_ms + split_ms)  # the rows, at the stated values, add up
+    r = p.range
+    assert r["min"] <= r["p10"] <= r["p50"] <= r["p90"] <= r["max"] and r["draws"] == 500
+    assert p.total_ms == r["p50"] and r["min"] < r["max"]  # total_ms is the median of the draws
+    assert set(p.backend_ranges) == set(p.by_backend_ms) and set(p.stage_ranges) == set(p.by_stage_ms)
     assert {r["how"] for r in p.nodes if r["backend"] == "CPU"} == {"cpu profile"}
     assert {r["how"] for r in p.nodes if r["backend"] == "HTP" and r["how"] != "view"} == {"roofline"}
     names = {q.name for q in p.parameters}
@@ -45,7 +48,11 @@ def test_prediction_adds_up_and_names_its_sources(model, cpu_profile):
     assert "assumed value" in p.summary()
     d = pl.to_dict()
     assert set(d["predicted"]) >= {"total_ms", "by_backend_ms", "by_stage_ms", "copy_ms", "sync_ms", "parameters"}
-    assert all(set(q) == {"name", "value", "unit", "source"} for q in d["predicted"]["parameters"])
+    assert all({"name", "value", "unit", "source"} <= set(q) <= {"name", "value", "unit", "source", "low", "high"}
+               for q in d["predicted"]["parameters"])
+    ranged = {q["name"]: q for q in d["predicted"]["parameters"] if "low" in q}
+    assert "HTP.sync_us" in ranged and all(q["low"] <= q["value"] <= q["high"] for q in ranged.values())
+    assert d["predicted"]["range"] == p.range and d["predicted"]["total_is"] == "p50 of the draws"
     for m in d["memory"].values():
         assert set(m) >= {"weights_bytes", "compute_bytes", "total_bytes", "budget_bytes", "fits"}
     json.dumps(d)
@@ -56,10 +63,14 @@ def test_cpu_nodes_reproduce_the_cpu_profile(model, cpu_profile):
     pl = kzlab.simulate(model, "cpu", frames=FRAMES, lowering=PORTABLE, weights_on="cpu",
                         predict={"cpu_profile": cpu_profile})
     cpu_sync = sum(s["sync_ms"] for s in pl.predicted.splits)
-    assert pl.predicted.total_ms - cpu_sync == pytest.approx(cpu_profile.wall_ms, rel=1e-9)
+    assert pl.predicted.nominal_ms - cpu_sync == pytest.approx(cpu_profile.wall_ms, rel=1e-9)
     pl = kzlab.simulate(model, "cpu", frames=FRAMES, lowering=PORTABLE, weights_on="cpu",
-                        predict={"cpu_profile": cpu_profile, "cpu_baseline_ms": 3340.0})
-    assert pl.predicted.total_ms - cpu_sync == pytest.approx(3340.0, rel=1e-9)
+                        predict={"cpu_profile": cpu_profile, "cpu_baseline_ms": 3340.0, "draws": 2000})
+    assert pl.predicted.nominal_ms - cpu_sync == pytest.approx(3340.0, rel=1e-9)
+    # drawn: the baseline's own +-3 % (and the splits' cost) is all the spread a CPU-only prediction has
+    r = pl.predicted.range
+    assert 3340.0 * 0.97 <= r["min"] and r["max"] <= 3340.0 * 1.03 + 10 * cpu_sync
+    assert r["p10"] < 3340.0 + cpu_sync < r["p90"]
 
 
 def test_a_profile_of_another_graph_is_refused(model, cpu_profile, tmp_path):
@@ -93,6 +104,18 @@ def test_roofline_of_a_device_node():
     assert rows["x:ADD"] == pytest.approx(4e6 / 1e9 * 1e3 + 0.01)  # memory-bound
     assert p.copy_ms == pytest.approx(4e6 / 2e9 * 1e3) and p.sync_ms == pytest.approx(0.05)
     assert not [q for q in p.parameters if q.name.startswith("HTP.") and q.assumed]
+    # nothing uncertain: every draw is the point, and the vectorised terms price it as the rows do
+    assert p.range["min"] == pytest.approx(p.range["max"]) == pytest.approx(p.nominal_ms)
+    assert p.nominal_ms == pytest.approx(sum(rows.values()) + p.copy_ms + p.sync_ms)
+    # a ranged rate: the node's time spans the roofline at both ends of the range, and no further
+    perf = backend_perf("HTP", {"gflops": {"default": 1.0, "MUL_MAT": {"value": 100.0, "low": 10.0, "high": 200.0}},
+                                "bandwidth_gbs": 1.0, "launch_us": 10.0, "sync_us": 50.0, "copy_gbs": 2.0,
+                                "source": "a test"}, "test")
+    p = predict([node], [], {"frames": 1}, {"htp": perf}, draws=4000, seed=3)
+    assert 2e9 / 200e9 * 1e3 + 0.01 <= p.range["min"] < p.range["max"] <= 2e9 / 10e9 * 1e3 + 0.01 + 1e-12
+    assert p.range["p50"] == pytest.approx(2e9 / (10e9 * 20 ** 0.5) * 1e3 + 0.01, rel=0.05)  # log-uniform median
+    again = predict([node], [], {"frames": 1}, {"htp": perf}, draws=4000, seed=3)
+    assert again.range == p.range  # seeded
     with pytest.raises(InvalidOptionError, match="launch_us"):
         backend_perf("HTP", {"launch_us": -1}, "test")
     with pytest.raises(InvalidOptionError, match="unknown key"):
@@ -157,9 +180,13 @@ def test_bad_profile_toml_is_refused(tmp_path):
     from kzlab.analysis.placement.capabilities import DIR, load
 
     text = (DIR / "hexagon-v0.15.2.toml").read_text()
-    for bad, match in ((text.replace("sync_us = 300.0", "sync_us = -1.0"), "sync_us"),
+    for bad, match in ((text.replace("sync_us = { value = 300.0", "sync_us = { value = -1.0"), "sync_us"),
                        (text.replace("[memory]", "[memory]\nbudget_gb = 2"), "unknown key"),
-                       (text.replace("bandwidth_gbs = 30.0", "bandwidth_gbs = 0"), "bandwidth_gbs")):
+                       (text.replace("bandwidth_gbs = { value = 35.0", "bandwidth_gbs = { value = 0"), "bandwidth_gbs"),
+        (text.replace("low = 10.0, high = 62.0", "low = 40.0, high = 62.0"), "low 40 > value 35"),
+        (text.replace("low = 10.0, high = 62.0", "low = 10.0, high = 30.0"), "value 35 > high 30"),
+        (text.replace("low = 10.0, high = 62.0", "low = -1.0, high = 62.0"), "bandwidth_gbs.low"),
+        (text.replace("low = 10.0, high = 62.0", "lo = 10.0, high = 62.0"), "unknown key")):
         p = tmp_path / "bad.toml"
         p.write_text(bad)
         with pytest.raises(InvalidOptionError, match=match):

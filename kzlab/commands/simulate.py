@@ -47,6 +47,9 @@ def register(sub) -> None:
                     help="op timings measured on the device: test-backend-ops perf output (console or sql), "
                     "`kzlab bench-ops` output, or a ggml-hexagon log written under GGML_HEXAGON_PROFILE=1 "
                     "(its profile-op lines)")
+    pr.add_argument("--draws", type=int, default=500,
+                    help="draws of the uncertain parameters (the predicted range; total_ms is their p50)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     add_lowering(p)
     p.set_defaults(func=run)
 
@@ -63,7 +66,7 @@ def run(args) -> int:
         log = schedlog.read(args.sched_log)
     wants = args.predict or args.cpu_profile or args.cpu_scale or args.cpu_baseline_ms or args.ops
     predict = dict(cpu_profile=args.cpu_profile, cpu_scale=args.cpu_scale, cpu_baseline_ms=args.cpu_baseline_ms,
-                   ops=args.ops) if wants else None
+                   ops=args.ops, draws=args.draws, seed=args.seed) if wants else None
     pl = simulate(
         args.model,
         profile=args.profile,

@@ -6,6 +6,11 @@ profile of the same graph); each device total then fixes one parameter of the de
 its per-split cost `sync_us`, the term that grows with the number of splits; `copy_gbs` or `gflops` on
 request). The result is a capability profile (the device's, with a `[perf]` table whose every value says
 where it comes from) that reproduces the measured totals, and the CPU scale to predict with.
+
+This is a point fit of one parameter, every other one at its stated value; a fitted value outside the
+parameter's plausible range is flagged (`Calibration.flags`), never accepted silently. The joint fit of all the
+parameters within their ranges, which says what the totals could not tell apart, is `kzlab.whatif(...,
+measured=...)` (`kzlab.analysis.predict.inference`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ class Calibration:
     predicted: dict[str, float]
     profile_text: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a fitted value outside its plausible range: the parameter, by how much, and which cost may be missing
+    flags: list[str] = field(default_factory=list)
 
     def errors(self) -> dict[str, float]:
         """Relative error of each reproduced total."""
@@ -46,10 +53,13 @@ class Calibration:
             lines.append(f"{k}: measured {v:.1f} ms, reproduced {self.predicted[k]:.1f} ms "
                          f"({100 * (self.predicted[k] / v - 1):+.2f} %)")
         lines += [f"note: {n}" for n in self.notes]
+        lines += [f"FLAG: {f}" for f in self.flags]
         return "\n".join(lines)
 
 
 def _toml_value(v: Any) -> str:
+    if isinstance(v, dict):  # an inline table (a range, or a table of rates)
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
@@ -57,12 +67,16 @@ def _toml_value(v: Any) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else '"' + k + '"'
+
+
 def perf_table(values: dict[str, Any], sources: dict[str, str], source: str) -> str:
     """A `[perf]` TOML table: its values and, per value, where it comes from."""
     lines = ["[perf]", f"source = {_toml_value(source)}"]
     for k, v in values.items():
         if isinstance(v, dict):
-            lines.append(f"{k} = {{ " + ", ".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()) + " }")
+            lines.append(f"{k} = {_toml_value(v)}")
         else:
             lines.append(f"{k} = {_toml_value(v)}")
     lines.append("sources = { " + ", ".join(f'{k} = {_toml_value(v)}' for k, v in sources.items()) + " }")
@@ -113,12 +127,12 @@ def calibrate(
     low = lowering
     base = dict(cpu_profile=cpu_profile)
 
-    def run(profile: Any, predict: dict[str, Any]) -> Any:
+    def run(profile: Any, predict: dict[str, Any]) -> Any:  # a point fit: priced at the stated values
         return simulate(model, profile, frames=frames, lowering=low, weights_on=weights_on if profile != "cpu"
-                        else "cpu", predict={**base, **predict})
+                        else "cpu", predict={**base, "draws": 1, **predict})
 
     cpu_only = run("cpu", {})
-    cpu_sync = cpu_only.predicted.sync_ms
+    cpu_sync = sum(r["sync_ms"] for r in cpu_only.predicted.splits)  # at the stated values
     wall = next(p.value for p in cpu_only.predicted.parameters if p.name == "cpu.profile_wall_ms")
     scale = (measured[cpu_key] - cpu_sync) / wall
     if scale <= 0:
@@ -141,7 +155,7 @@ def calibrate(
             table["gflops"] = {**rates, "default": value}
         else:
             table[fit] = value
-        return [run(d, {"cpu_scale": scale, "perf": {backend: table}}).predicted.total_ms for d in devices]
+        return [run(d, {"cpu_scale": scale, "perf": {backend: table}}).predicted.nominal_ms for d in devices]
 
     target = [measured[d] for d in devices]
 
@@ -171,8 +185,8 @@ def calibrate(
         else:
             value = math.exp(_bisect(lambda x: loss(math.exp(x)), math.log(lo), math.log(hi), increasing=False))
     reproduced = dict(zip(devices, total_with(value), strict=True))
-    cpu_total = run("cpu", {"cpu_scale": scale}).predicted.total_ms
-    unit = "GFLOP/s" if fit == "gflops" else DEFAULTS[fit][1]
+    cpu_total = run("cpu", {"cpu_scale": scale}).predicted.nominal_ms
+    unit = "GFLOP/s" if fit == "gflops" else DEFAULTS[fit][3]
     fitted = [Parameter(f"{backend}.{fit}" + (".default" if fit == "gflops" else ""), value, unit, src)]
     # what the fitted profile leaves assumed
     from kzlab.analysis.predict.parameters import backend_perf
@@ -182,7 +196,31 @@ def calibrate(
     assumed = [p for p in backend_perf(backend, table, f"capability profile {first.name}").parameters()
                if p.assumed and not p.name.startswith(f"{backend}.{fit}")]
     text = profile_text(first, perf0, fit, value, src, scale, measured)
-    return Calibration(scale_p, fitted, assumed, dict(measured), {cpu_key: cpu_total, **reproduced}, text, notes)
+    prior = {p.name: p for p in backend_perf(backend, table, f"capability profile {first.name}").parameters()}
+    flags = [f for f in (implausible(p, prior.get(p.name)) for p in fitted) if f]
+    return Calibration(scale_p, fitted, assumed, dict(measured), {cpu_key: cpu_total, **reproduced}, text, notes,
+                       flags)
+
+
+def implausible(fitted: Parameter, prior: Parameter | None) -> str:
+    """A flag when a fitted value lies outside the parameter's plausible range (never accepted silently)."""
+    from kzlab.analysis.predict.inference import missing_cost
+
+    if prior is None or not prior.uncertain:
+        return ""
+    v = fitted.value
+    if prior.low <= v <= prior.high:
+        return ""
+    side, bound = ("below", prior.low) if v < prior.low else ("above", prior.high)
+    factor = bound / v if v < prior.low else v / bound
+    if v <= 0:
+        return (f"{fitted.name} = {v:.4g} {fitted.unit}: no value of it reproduces the totals within its plausible "
+                f"range [{prior.low:.4g}, {prior.high:.4g}] ({prior.source}); the model may lack "
+                f"{missing_cost(fitted.name)}")
+    return (f"{fitted.name} = {v:.4g} {fitted.unit} is {factor:.3g}x {side} its plausible range "
+            f"[{prior.low:.4g}, {prior.high:.4g}] ({prior.source}); a value there would stand for "
+            f"{missing_cost(fitted.name)}. Fit with `kzlab whatif --measured`, which keeps every parameter in "
+            "its range and says which ones the totals cannot tell apart")
 
 
 def _bisect(f, lo: float, hi: float, increasing: bool, steps: int = 60) -> float:

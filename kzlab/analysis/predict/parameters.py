@@ -1,51 +1,78 @@
-"""The numbers a prediction rests on, each with a value, a unit and where it comes from.
+"""The numbers a prediction rests on, each with a value, a plausible range, a unit and where it comes from.
 
 A backend's performance model (`BackendPerf`) is read from the `[perf]` table of its capability profile
 (`kzlab/analysis/placement/devices/*.toml`, or a profile TOML given by path, e.g. one `kzlab calibrate`
 wrote), with kzlab's defaults for what the table leaves out. Every value carries its source: `assumed: ...`
 (nobody measured it), `calibrated from ...` (fitted to measured totals), `measured here` or
 `measured on DEVICE: FILE`. A prediction lists them all and says when it rests on assumed values.
+
+A value may be given as a range, `{ value = V, low = L, high = H, source = "..." }`: the prediction then draws it
+log-uniformly over [L, H] (rates and costs are positive and multiplicative), so that what nobody measured shows
+as a spread, not as a point. kzlab's own defaults are ranges too; a measured or calibrated value gets a narrow
+range of its own (its run-to-run spread).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kzlab.errors import InvalidOptionError
 
-#: kzlab's defaults where a profile says nothing: deliberately round numbers, marked assumed
-DEFAULTS: dict[str, tuple[float, str]] = {
-    "gflops": (10.0, "GFLOP/s"),  # any op without a rate of its own
-    "bandwidth_gbs": (10.0, "GB/s"),  # memory traffic of an op (roofline)
-    "launch_us": (20.0, "us"),  # per node
-    "sync_us": (100.0, "us"),  # per split run on the backend (dispatch + synchronisation)
-    "copy_gbs": (10.0, "GB/s"),  # input copies into the backend's buffer (when not host-visible)
+#: kzlab's defaults where a profile says nothing: (value, low, high, unit). Deliberately wide and marked assumed:
+#: a decade either way of a round number, so that a default never pretends to know a device.
+DEFAULTS: dict[str, tuple[float, float, float, str]] = {
+    "gflops": (10.0, 1.0, 100.0, "GFLOP/s"),  # any op without a rate of its own
+    "bandwidth_gbs": (10.0, 1.0, 100.0, "GB/s"),  # memory traffic of an op (roofline)
+    "launch_us": (20.0, 2.0, 200.0, "us"),  # per node
+    "sync_us": (100.0, 10.0, 1000.0, "us"),  # per split run on the backend (dispatch + synchronisation)
+    "copy_gbs": (10.0, 1.0, 100.0, "GB/s"),  # input copies into the backend's buffer (when not host-visible)
+    "cache_gbs": (20.0, 2.0, 200.0, "GB/s"),  # cache maintenance of the bytes crossing a shared buffer
 }
-PERF_KEYS = {"source", "sources", "gflops", "bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "host_visible_copies"}
+DEFAULT_SOURCE = "assumed: kzlab default, a decade either way of a round number (not measured)"
+#: the run-to-run spread given to a measured value (a decode or an op timed on a shared machine or device)
+MEASURED_SPREAD = 0.03
+RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew")
+PERF_KEYS = {"source", "sources", "gflops", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
 MEMORY_KEYS = {"source", "budget_bytes"}
+RANGE_KEYS = {"value", "low", "high", "source"}
+UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x"}
 
 
 @dataclass
 class Parameter:
-    """One input of a prediction."""
+    """One input of a prediction: a value, and where it is uncertain the range [low, high] it is drawn over."""
 
     name: str
     value: float
     unit: str
     source: str
+    low: float | None = None
+    high: float | None = None
 
     @property
     def assumed(self) -> bool:
         return self.source.startswith("assumed")
 
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None and self.high is not None and self.high > self.low
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d: dict[str, Any] = {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
+        if self.uncertain:
+            d["low"], d["high"] = self.low, self.high
+        return d
 
     def text(self) -> str:
         v = f"{self.value:.4g}" if isinstance(self.value, float) else str(self.value)
-        return f"{self.name} = {v} {self.unit}  [{self.source}]"
+        rng = f" [{self.low:.4g} .. {self.high:.4g}]" if self.uncertain else ""
+        return f"{self.name} = {v}{rng} {self.unit}  [{self.source}]"
+
+    def with_spread(self, rel: float = MEASURED_SPREAD) -> Parameter:
+        """This value with a narrow range of +-rel (a measured or calibrated value's run-to-run spread)."""
+        return Parameter(self.name, self.value, self.unit, self.source, self.value * (1 - rel), self.value * (1 + rel))
 
 
 def _number(v: Any, what: str, where: str, positive: bool = True) -> float:
@@ -53,6 +80,30 @@ def _number(v: Any, what: str, where: str, positive: bool = True) -> float:
         need = "a number > 0" if positive else "a number >= 0"
         raise InvalidOptionError(f"{where}: {what} = {v!r}; expected {need}")
     return float(v)
+
+
+def ranged(v: Any, name: str, unit: str, source: str, what: str, where: str, positive: bool = True) -> Parameter:
+    """A Parameter from a number or a `{ value, low, high, source }` table, validated: L <= V <= H, all > 0."""
+    if not isinstance(v, dict):
+        return Parameter(name, _number(v, what, where, positive), unit, source)
+    unknown = set(v) - RANGE_KEYS
+    if unknown:
+        raise InvalidOptionError(f"{where}: {what} has unknown key(s) {', '.join(sorted(unknown))} "
+                                 "(a range is { value = V, low = L, high = H, source = \"...\" })")
+    if "value" not in v:
+        raise InvalidOptionError(f"{where}: {what} is a range without a value")
+    value = _number(v["value"], f"{what}.value", where, positive)
+    # a range is drawn log-uniformly: its bounds must be > 0
+    low = _number(v["low"], f"{what}.low", where) if "low" in v else value
+    high = _number(v["high"], f"{what}.high", where) if "high" in v else value
+    if low > value:
+        raise InvalidOptionError(f"{where}: {what}: low {low:g} > value {value:g}")
+    if value > high:
+        raise InvalidOptionError(f"{where}: {what}: value {value:g} > high {high:g}")
+    src = v.get("source", source)
+    if not isinstance(src, str) or not src:
+        raise InvalidOptionError(f"{where}: {what}.source must be a non-empty string")
+    return Parameter(name, value, unit, src, low if high > low else None, high if high > low else None)
 
 
 @dataclass
@@ -65,8 +116,13 @@ class BackendPerf:
     launch_us: Parameter | None = None
     sync_us: Parameter | None = None
     copy_gbs: Parameter | None = None
+    cache_gbs: Parameter | None = None
+    #: the device CPU's MUL_MAT speed relative to its other ops, against this machine's (CPU profiles only)
+    matmul_skew: Parameter | None = None
     #: copies into this backend's buffer are free when the buffer is host-visible (the profile says so)
     host_visible_copies: bool = False
+    #: the bytes crossing between this backend and the CPU pay cache maintenance (shared, non-coherent buffers)
+    cache_maintenance: bool = False
 
     def rate(self, op: str, type_name: str) -> Parameter:
         """GFLOP/s for `op` on operands of `type_name`: OP.TYPE, else OP, else the default."""
@@ -77,7 +133,8 @@ class BackendPerf:
 
     def parameters(self) -> list[Parameter]:
         out = list(self.gflops.values())
-        out += [p for p in (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs) if p is not None]
+        fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew)
+        out += [p for p in fixed if p is not None]
         return out
 
 
@@ -91,30 +148,35 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
     sources = perf.get("sources", {})
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise InvalidOptionError(f"{where}: [perf] sources must map value names to where they come from")
-    unknown = set(sources) - (PERF_KEYS - {"source", "sources", "host_visible_copies"})
+    unknown = set(sources) - (PERF_KEYS - {"source", "sources", "host_visible_copies", "cache_maintenance"})
     if unknown:
         raise InvalidOptionError(f"{where}: [perf] sources name unknown value(s): {', '.join(sorted(unknown))}")
-    default_src = "assumed: kzlab default (not measured)"
-    out = BackendPerf(backend, host_visible_copies=bool(perf.get("host_visible_copies", False)))
+    for flag in ("host_visible_copies", "cache_maintenance"):
+        if flag in perf and not isinstance(perf[flag], bool):
+            raise InvalidOptionError(f"{where}: [perf] {flag} must be true or false")
+    out = BackendPerf(backend, host_visible_copies=bool(perf.get("host_visible_copies", False)),
+                      cache_maintenance=bool(perf.get("cache_maintenance", False)))
     rates = perf.get("gflops", {})
-    if isinstance(rates, int | float):
+    if isinstance(rates, int | float) or (isinstance(rates, dict) and "value" in rates):
         rates = {"default": rates}
     if not isinstance(rates, dict):
         raise InvalidOptionError(f"{where}: [perf] gflops must be a number or a table of OP = GFLOP/s")
     for key, v in rates.items():
-        out.gflops[key] = Parameter(
-            f"{backend}.gflops.{key}", _number(v, f"gflops.{key}", where), "GFLOP/s", sources.get("gflops", src)
-        )
+        out.gflops[key] = ranged(v, f"{backend}.gflops.{key}", "GFLOP/s", sources.get("gflops", src),
+                                 f"gflops.{key}", where)
     if "default" not in out.gflops:
-        v, unit = DEFAULTS["gflops"]
-        out.gflops["default"] = Parameter(f"{backend}.gflops.default", v, unit, default_src)
-    for key in ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs"):
-        v, unit = DEFAULTS[key]
+        v, lo, hi, unit = DEFAULTS["gflops"]
+        out.gflops["default"] = Parameter(f"{backend}.gflops.default", v, unit, DEFAULT_SOURCE, lo, hi)
+    for key in RANGED_KEYS:
+        unit = UNITS[key]
         if key in perf:
-            value = _number(perf[key], key, where, positive=key.endswith("gbs"))
-            p = Parameter(f"{backend}.{key}", value, unit, sources.get(key, src))
+            p = ranged(perf[key], f"{backend}.{key}", unit, sources.get(key, src), key, where,
+                       positive=key.endswith("gbs") or key == "matmul_skew")
+        elif key in DEFAULTS:
+            v, lo, hi, unit = DEFAULTS[key]
+            p = Parameter(f"{backend}.{key}", v, unit, DEFAULT_SOURCE, lo, hi)
         else:
-            p = Parameter(f"{backend}.{key}", v, unit, default_src)
+            p = None
         setattr(out, key, p)
     return out
 

@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kzlab.analysis.flops import VIEW_OPS
-from kzlab.analysis.predict.parameters import BackendPerf, Parameter
+from kzlab.analysis.predict.costs import CostModel, CpuTerm
+from kzlab.analysis.predict.draws import DEFAULT_DRAWS, Draws, ParameterSpace, spread
+from kzlab.analysis.predict.parameters import MEASURED_SPREAD, BackendPerf, Parameter
 from kzlab.errors import InvalidInputError
 
 CPU_NAMES = {"cpu"}
@@ -30,7 +34,12 @@ CPU_NAMES = {"cpu"}
 
 @dataclass
 class Prediction:
-    """A predicted decode: totals, the breakdowns, per-node and per-split rows, and every parameter used."""
+    """A predicted decode as a distribution over the uncertain parameters, with its breakdowns, the per-node and
+    per-split rows (priced at the parameters' stated values) and every parameter used.
+
+    `total_ms` is the median (p50) of the draws; `range` holds p10/p50/p90/min/max. `by_backend_ms`,
+    `by_stage_ms`, `copy_ms` and `sync_ms` are medians too (medians do not add up; the rows and `nominal_ms`,
+    priced at the stated values, do)."""
 
     total_ms: float
     by_backend_ms: dict[str, float]
@@ -41,19 +50,39 @@ class Prediction:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     splits: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    nominal_ms: float = 0.0
+    range: dict[str, float] = field(default_factory=dict)
+    backend_ranges: dict[str, dict[str, float]] = field(default_factory=dict)
+    stage_ranges: dict[str, dict[str, float]] = field(default_factory=dict)
+    cache_ms: float = 0.0
+    seed: int = 0
+    #: the compiled terms (re-evaluated on shared draws by `kzlab.analysis.predict.decide`); not serialised
+    costs: CostModel | None = None
 
     @property
     def assumed(self) -> list[str]:
         """Names of the parameters nobody measured."""
         return [p.name for p in self.parameters if p.assumed]
 
+    @property
+    def uncertain(self) -> list[str]:
+        """Names of the parameters drawn over a range."""
+        return [p.name for p in self.parameters if p.uncertain]
+
     def to_dict(self, rows: bool = False) -> dict[str, Any]:
         d = {
             "total_ms": self.total_ms,
+            "total_is": "p50 of the draws",
+            "nominal_ms": self.nominal_ms,
+            "range": dict(self.range),
             "by_backend_ms": dict(self.by_backend_ms),
             "by_stage_ms": dict(self.by_stage_ms),
+            "backend_ranges": {k: dict(v) for k, v in self.backend_ranges.items()},
+            "stage_ranges": {k: dict(v) for k, v in self.stage_ranges.items()},
             "copy_ms": self.copy_ms,
             "sync_ms": self.sync_ms,
+            "cache_ms": self.cache_ms,
+            "seed": self.seed,
             "parameters": [p.to_dict() for p in self.parameters],
             "assumed": self.assumed,
             "notes": list(self.notes),
@@ -63,16 +92,34 @@ class Prediction:
         return d
 
     def summary(self) -> str:
-        lines = [f"predicted total {self.total_ms:.1f} ms"]
-        lines.append("  by backend: " + ", ".join(f"{k} {v:.1f} ms" for k, v in self.by_backend_ms.items()))
-        lines.append(f"  input copies {self.copy_ms:.1f} ms, split synchronisation {self.sync_ms:.1f} ms")
-        lines.append("  by stage: " + ", ".join(f"{k} {v:.1f}" for k, v in self.by_stage_ms.items()))
+        r = self.range
+        lines = [f"predicted total {self.total_ms:.1f} ms (p50 of {r.get('draws', 0)} draws; "
+                 f"p10 {r.get('p10', 0):.1f}, p90 {r.get('p90', 0):.1f}, "
+                 f"min {r.get('min', 0):.1f}, max {r.get('max', 0):.1f}; "
+                 f"{self.nominal_ms:.1f} at the stated values)"]
+        lines.append("  by backend (p10 / p50 / p90): " + ", ".join(
+            f"{k} {v['p10']:.1f} / {v['p50']:.1f} / {v['p90']:.1f} ms" for k, v in self.backend_ranges.items()))
+        lines.append(f"  input copies {self.copy_ms:.1f} ms, split synchronisation {self.sync_ms:.1f} ms, "
+                     f"cache maintenance {self.cache_ms:.1f} ms (p50)")
+        lines.append("  by stage (p50): " + ", ".join(f"{k} {v:.1f}" for k, v in self.by_stage_ms.items()))
         lines.append("parameters:")
         lines += [f"  {p.text()}" for p in self.parameters]
         if self.assumed:
             lines.append(f"this prediction rests on {len(self.assumed)} assumed value(s): {', '.join(self.assumed)}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def apply(self, draws: Draws) -> None:
+        """Set the distribution fields from `draws` (the prediction's own, or ones shared with other placements)."""
+        ev = self.costs.evaluate(draws)
+        self.range = spread(ev["total"])
+        self.total_ms = self.range["p50"]
+        self.backend_ranges = {b: spread(ev["by_backend"][:, i]) for i, b in enumerate(self.costs.backends)}
+        self.stage_ranges = {s: spread(ev["by_stage"][:, i]) for i, s in enumerate(self.costs.stages)}
+        self.by_backend_ms = {b: v["p50"] for b, v in self.backend_ranges.items()}
+        self.by_stage_ms = {s: v["p50"] for s, v in self.stage_ranges.items()}
+        self.copy_ms, self.sync_ms, self.cache_ms = (float(np.median(ev[k])) for k in ("copy", "sync", "cache"))
+        self.seed = draws.seed
 
 
 # ---- the CPU profile -------------------------------------------------------------------------------------------
@@ -140,11 +187,16 @@ def _type_of(node: Any) -> str:
     return (types[0] if types else field_of(node, "type", "F32")) or "F32"
 
 
+#: the spread given to an op time measured alone (test-backend-ops, bench-ops): in a decode it runs between other
+#: ops, with other cache contents
+OP_SPREAD = 0.08
+
+
 def device_node_ms(
     node: Any, perf: BackendPerf, measured: Any | None, used: set[str] | None = None
 ) -> tuple[float, str]:
-    """(ms, how) for a node on a device backend: measured rows when they have it, else the roofline. The names of
-    the parameters the answer used are added to `used`."""
+    """(ms, how) for a node on a device backend at the stated values: measured rows when they have it, else the
+    roofline. The names of the parameters the answer used are added to `used`."""
     op = field_of(node, "op")
     if measured is not None:
         est = measured(node)
@@ -158,6 +210,34 @@ def device_node_ms(
     return t + perf.launch_us.value / 1e3, "roofline"
 
 
+def _cpu_term(prof: dict[str, Any], wall: float, norm: float, cpu_perf: BackendPerf | None,
+              cpu_scale: float | None, cpu_baseline_ms: float | None, params: list[Parameter]) -> CpuTerm:
+    """How the CPU nodes' profiled times scale, with the parameters that says."""
+    src = f"measured here: {prof['config'].get('backend_label', 'cpu')} profile of this graph"
+    if cpu_baseline_ms is not None:
+        if not cpu_baseline_ms > 0:
+            raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
+        mm = sum(float(n["time_ms"]) for n in prof["nodes"] if n.get("op") == "MUL_MAT") * norm
+        params.append(Parameter("cpu.scale", cpu_baseline_ms / wall, "x",
+                                f"from the CPU-only baseline {cpu_baseline_ms:g} ms (at matmul_skew 1)"))
+        params.append(Parameter("cpu.baseline_ms", float(cpu_baseline_ms), "ms",
+                                f"measured on the device: the CPU-only decode, +-{MEASURED_SPREAD:.0%} run to run"
+                                ).with_spread())
+        skew = cpu_perf.matmul_skew if cpu_perf is not None else None
+        if skew is not None:
+            params.append(skew)
+        return CpuTerm("baseline", baseline="cpu.baseline_ms", skew=skew.name if skew is not None else "",
+                       profile_mm_ms=mm, profile_rest_ms=wall - mm)
+    if cpu_scale is not None:
+        if not cpu_scale > 0:
+            raise InvalidInputError(f"cpu_scale={cpu_scale!r}: expected a factor > 0")
+        params.append(Parameter("cpu.scale", float(cpu_scale), "x", "given (--cpu-scale)"))
+        return CpuTerm("fixed", scale=float(cpu_scale))
+    params.append(Parameter("cpu.profile_spread", 1.0, "x",
+                            f"{src}: its run-to-run spread, +-{MEASURED_SPREAD:.0%}").with_spread())
+    return CpuTerm("profile", baseline="cpu.profile_spread")
+
+
 def predict(
     nodes: Iterable[Any],
     splits: Iterable[Any],
@@ -168,19 +248,23 @@ def predict(
     cpu_baseline_ms: float | None = None,
     measured: dict[str, Any] | None = None,
     extra_parameters: Iterable[Parameter] = (),
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
 ) -> Prediction:
     """Predict one placement (nodes with op/backend/stage/flops/bytes, splits with backend and input bytes).
 
-    `perf` maps each device backend name to its BackendPerf; `measured` maps a backend name to a function
+    `perf` maps each backend name (lower case) to its BackendPerf; `measured` maps a backend name to a function
     node -> Estimate | None (from `kzlab.analysis.predict.oplog`). CPU nodes need `cpu_profile`, else the CPU
-    is modelled as a device too (its `perf`, marked assumed).
+    is modelled as a device too (its `perf`, marked assumed). The uncertain parameters are drawn `draws` times
+    (seeded) and the prediction is their distribution; the rows are priced at the stated values.
     """
     if cpu_scale is not None and cpu_baseline_ms is not None:
         raise InvalidInputError("give cpu_scale or cpu_baseline_ms, not both")
     nodes, splits = list(nodes), list(splits)
     params: list[Parameter] = list(extra_parameters)
     notes: list[str] = []
-    scale, times, norm = 1.0, None, 1.0
+    times, norm = None, 1.0
+    cpu_term = CpuTerm("fixed")
     if cpu_profile is not None:
         prof = read_profile(cpu_profile)
         check_same_graph(prof, config)
@@ -191,35 +275,33 @@ def predict(
         params.append(Parameter("cpu.profile_normalisation", norm, "x", f"{src} (plain wall / sum of node times)"))
         if prof["config"].get("backend") not in (["cpu"], "cpu"):
             notes.append(f"the cpu profile ran on {prof['config'].get('backend_label')}, not on the plain CPU")
-        if cpu_baseline_ms is not None:
-            if not cpu_baseline_ms > 0:
-                raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
-            scale = cpu_baseline_ms / wall
-            params.append(Parameter("cpu.scale", scale, "x", f"from the CPU-only baseline {cpu_baseline_ms:g} ms"))
-        elif cpu_scale is not None:
-            if not cpu_scale > 0:
-                raise InvalidInputError(f"cpu_scale={cpu_scale!r}: expected a factor > 0")
-            scale = float(cpu_scale)
-            params.append(Parameter("cpu.scale", scale, "x", "given (--cpu-scale)"))
+        cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params)
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
+    cm = CostModel([], [], cpu_term)
+    factor = {mm: _nominal_cpu_factor(cpu_term, mm, params) for mm in (False, True)}
     used_perf: set[str] = set()
     used: set[str] = set()  # the parameters an answer rested on: only those are listed
     rows = []
-    by_backend: dict[str, float] = {}
-    by_stage: dict[str, float] = {}
     missing = []
     seen: dict[str, int] = {}
+    measured_params: dict[str, Parameter] = {}
     for n in nodes:
         name, op, b = field_of(n, "name"), field_of(n, "op"), field_of(n, "backend")
         occurrence = seen.get(name, 0)
         seen[name] = occurrence + 1
         stage = field_of(n, "stage", "") or "(graph)"
+        si, bi = cm.stage_index(stage), cm.backend_index(b)
         if b.lower() in CPU_NAMES and times is not None:  # as measured (a view's time is its share, often 0)
             if (name, occurrence) not in times:
                 missing.append(name)
                 continue
-            t, how = times[(name, occurrence)] * norm * scale, "cpu profile"
+            base = times[(name, occurrence)] * norm
+            cm.cpu_ms.append(base)
+            cm.cpu_mm.append(op == "MUL_MAT")
+            cm.cpu_stage.append(si)
+            cm.cpu_backend.append(bi)
+            t, how = base * factor[op == "MUL_MAT"], "cpu profile"
         elif op in VIEW_OPS:
             t, how = 0.0, "view"
         else:
@@ -229,43 +311,59 @@ def predict(
             used_perf.add(key)
             fn = (measured or {}).get(key) or (measured or {}).get(b)
             t, how = device_node_ms(n, perf[key], fn, used)
+            if how == "roofline":
+                pf = perf[key]
+                cm.roof_flops.append(float(field_of(n, "flops", 0)))
+                cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
+                cm.roof_rate_p.append(pf.rate(op, _type_of(n)).name)
+                cm.roof_bw_p.append(pf.bandwidth_gbs.name)
+                cm.roof_launch_p.append(pf.launch_us.name)
+                cm.roof_stage.append(si)
+                cm.roof_backend.append(bi)
+            else:
+                pname = f"{perf[key].backend}.measured_ops"
+                measured_params.setdefault(pname, Parameter(
+                    pname, 1.0, "x", f"measured on {perf[key].backend}: op times from its log, +-{OP_SPREAD:.0%} "
+                    "between an op timed alone and in a decode").with_spread(OP_SPREAD))
+                cm.meas_ms.append(t)
+                cm.meas_p.append(pname)
+                cm.meas_stage.append(si)
+                cm.meas_backend.append(bi)
         rows.append({"name": name, "op": op, "backend": b, "stage": stage, "ms": t, "how": how})
-        by_backend[b] = by_backend.get(b, 0.0) + t
-        by_stage[stage] = by_stage.get(stage, 0.0) + t
     if missing:
         raise InvalidInputError(
             f"the cpu profile has no time for {len(missing)} node(s) of this graph (first: {missing[0]}): "
             "it is of another graph"
         )
+    # the device whose buffers are shared with the CPU without coherence: bytes crossing pay cache maintenance
+    shared = [k for k in perf if k not in CPU_NAMES and perf[k].cache_maintenance]
     split_rows = []
-    copy_total = sync_total = 0.0
     for i, s in enumerate(splits):
         b = field_of(s, "backend")
         key = b if b in perf else b.lower()
         nbytes = int(field_of(s, "input_bytes", 0))
-        copy = sync = 0.0
+        st = field_of(s, "stage", "") or "(graph)"
+        si = cm.stage_index(st)
+        copy = sync = cache = 0.0
         if key in perf:
             p = perf[key]
             used_perf.add(key)
             if nbytes and not p.host_visible_copies:
                 copy = nbytes / (p.copy_gbs.value * 1e9) * 1e3
                 used.add(p.copy_gbs.name)
+                cm.split_terms.append(("copy", float(nbytes), p.copy_gbs.name, si))
             sync = p.sync_us.value / 1e3
             used.add(p.sync_us.name)
-        split_rows.append(
-            {
-                "index": i,
-                "backend": b,
-                "input_bytes": nbytes,
-                "copy_ms": copy,
-                "sync_ms": sync,
-                "stage": field_of(s, "stage", ""),
-            }
-        )
-        copy_total += copy
-        sync_total += sync
-        st = field_of(s, "stage", "") or "(graph)"
-        by_stage[st] = by_stage.get(st, 0.0) + copy + sync
+            cm.split_terms.append(("sync", 1.0, p.sync_us.name, si))
+            owner = key if key in shared else (shared[0] if len(shared) == 1 and key in CPU_NAMES else None)
+            if nbytes and owner is not None:
+                q = perf[owner].cache_gbs
+                used_perf.add(owner)
+                used.add(q.name)
+                cache = nbytes / (q.value * 1e9) * 1e3
+                cm.split_terms.append(("cache", float(nbytes), q.name, si))
+        split_rows.append({"index": i, "backend": b, "input_bytes": nbytes, "copy_ms": copy, "sync_ms": sync,
+                           "cache_ms": cache, "stage": field_of(s, "stage", "")})
     for key in sorted(used_perf):
         p = perf[key]
         params += [q for q in p.parameters() if q.name in used]
@@ -278,5 +376,23 @@ def predict(
                     "assumed: the profile says its buffer is host-visible, so input copies cost nothing",
                 )
             )
-    total = sum(by_backend.values()) + copy_total + sync_total
-    return Prediction(total, by_backend, by_stage, copy_total, sync_total, params, rows, split_rows, notes)
+    params += list(measured_params.values())
+    space = ParameterSpace()
+    space.add(params)
+    pred = Prediction(0.0, {}, {}, 0.0, 0.0, params, rows, split_rows, notes, costs=cm)
+    pred.nominal_ms = float(sum(r["ms"] for r in rows) + sum(s["copy_ms"] + s["sync_ms"] + s["cache_ms"]
+                                                               for s in split_rows))
+    pred.apply(space.sample(draws, seed))
+    return pred
+
+
+def _nominal_cpu_factor(term: CpuTerm, is_mm: bool, params: list[Parameter]) -> float:
+    """A CPU node's factor at the parameters' stated values."""
+    if term.mode == "fixed":
+        return term.scale
+    values = {p.name: p.value for p in params}
+    if term.mode == "profile":
+        return values[term.baseline]
+    k = values[term.skew] if term.skew else 1.0
+    s = values[term.baseline] / (k * term.profile_mm_ms + term.profile_rest_ms)
+    return s * (k if is_mm else 1.0)

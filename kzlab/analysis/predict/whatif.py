@@ -13,26 +13,33 @@ from pathlib import Path
 from typing import Any
 
 from kzlab.analysis.predict import oplog
+from kzlab.analysis.predict.draws import DEFAULT_DRAWS, check_draws
 from kzlab.analysis.predict.memory import BackendMemory, placement_memory
 from kzlab.analysis.predict.parameters import BackendPerf, Parameter, backend_perf, memory_budget
 from kzlab.analysis.predict.timing import Prediction, predict
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 #: the keys `predict=` accepts as a dict (the same names as the CLI's options)
-OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf")
+OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf", "draws", "seed")
 
 
 @dataclass
 class PredictOptions:
     """What a prediction is made from. `ops`: device op logs (test-backend-ops perf console/csv/sql, or
     `kzlab bench-ops` output), paths or parsed records. `perf`: [perf] tables by backend name that replace the
-    capability profiles' (e.g. from `kzlab calibrate`)."""
+    capability profiles' (e.g. from `kzlab calibrate`). `draws`, `seed`: the distribution's draws."""
 
     cpu_profile: Any = None
     cpu_scale: float | None = None
     cpu_baseline_ms: float | None = None
     ops: list[Any] = field(default_factory=list)
     perf: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: how many seeded draws of the uncertain parameters make the predicted distribution
+    draws: int = DEFAULT_DRAWS
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_draws(self.draws, self.seed)
 
     @classmethod
     def of(cls, predict: Any) -> PredictOptions | None:
@@ -128,7 +135,7 @@ def predict_placement(
                        f"measured on {r}: {', '.join(sorted({x.file for x in records if x.backend == r}))}")
              for r in sorted({x.backend for x in records})]
     pred = predict(nodes, splits, config, perf, options.cpu_profile, options.cpu_scale, options.cpu_baseline_ms,
-                   measured, extra)
+                   measured, extra, options.draws, options.seed)
     names = [b.name for b in sim_backends]
     by_backend_copies: dict[str, int] = {}
     for (_addr, bi), nbytes in copies.items():

@@ -1,0 +1,199 @@
+"""Calibration as inference: what measured device totals say about the parameters, jointly, within their ranges.
+
+The ranges are the prior. Many draws from it are priced for every measured configuration (vectorised); each
+draw is weighted by how well it reproduces the measured totals (a log-normal likelihood with the measurement's
+run-to-run spread), and the posterior draws are resampled from those weights. Then:
+
+- a parameter whose posterior spread is well inside its prior's was *identified* by the totals; one whose spread
+  stayed was not (`prior_only`): the totals cannot tell it apart from the others;
+- a parameter the totals push against a bound of its plausible range is *flagged*, with how far past the bound
+  the totals would put it (the inference rerun with that bound widened) and which cost the model may lack;
+- predictions of the other configurations are made on the posterior draws, so they keep the spread that the
+  totals could not remove.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kzlab.analysis.predict.costs import CostModel
+from kzlab.analysis.predict.draws import Draws, ParameterSpace, spread
+from kzlab.analysis.predict.parameters import MEASURED_SPREAD, Parameter
+from kzlab.errors import InvalidInputError
+
+IDENTIFIED = 0.5  # posterior p10-p90 width (log) below this share of the prior's: identified
+MIN_ESS = 50
+EDGE = 0.05  # the outer share of a log range counted as "at its bound"
+WIDEN = 30.0  # how far past a bound the rerun lets a flagged parameter go
+
+#: what a parameter pushed out of its range may stand for: the cost the model lacks or misattributes
+MISSING_COST = {
+    "sync_us": "a per-split cost larger than a queue round trip: a FastRPC call or session work per graph, or "
+               "cache maintenance of the split's buffers counted here as dispatch",
+    "launch_us": "a per-op cost larger than a queued dispatch: ops each waiting for the DSP, or per-op "
+                 "repacking of an operand",
+    "copy_gbs": "more bytes crossing than the scheduler's split inputs: weights re-copied or repacked per run, "
+                "or copies through a buffer that is not host-visible",
+    "cache_gbs": "cache maintenance over whole buffers rather than the bytes crossing",
+    "bandwidth_gbs": "ops the HTP runs slowly in F32 (qf32 conversions) or on a scalar path, counted as "
+                     "memory traffic",
+    "gflops": "products the HTP runs on HVX in F32 instead of HMX, or an op falling back to a slow path",
+    "baseline_ms": "a CPU-only total measured under other conditions (threads, clocks, thermal state)",
+    "matmul_skew": "the device CPU's products differ from this machine's by more than the range allows "
+                   "(another kernel: i8mm, KleidiAI)",
+    "measured_ops": "ops that run slower in a decode than when timed alone (cold caches, contention)",
+}
+
+
+def missing_cost(name: str) -> str:
+    for key, text in MISSING_COST.items():
+        if key in name:
+            return text
+    return "a cost the model does not have"
+
+
+@dataclass
+class Posterior:
+    """Posterior draws and what the totals identified, left at the prior and flagged."""
+
+    draws: Draws
+    measured: dict[str, float]
+    noise: float
+    ess: float
+    reproduced: dict[str, dict[str, float]]
+    parameters: list[dict[str, Any]]
+    flags: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def identified(self) -> list[str]:
+        return [p["parameter"] for p in self.parameters if p["verdict"] == "identified"]
+
+    @property
+    def prior_only(self) -> list[str]:
+        return [p["parameter"] for p in self.parameters if p["verdict"] != "identified"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"identified": self.identified, "prior_only": self.prior_only, "flags": list(self.flags),
+                "measured": dict(self.measured), "noise": self.noise, "effective_draws": self.ess,
+                "reproduced": self.reproduced, "parameters": self.parameters}
+
+    def summary(self) -> str:
+        lines = [f"calibrated on {', '.join(f'{k}={v:g} ms' for k, v in self.measured.items())} "
+                 f"(+-{self.noise:.0%} each; {self.ess:.0f} effective prior draws)"]
+        for k, r in self.reproduced.items():
+            lines.append(f"  {k}: measured {r['measured']:.0f} ms, reproduced p50 {r['p50']:.0f} ms "
+                         f"(p10 {r['p10']:.0f}, p90 {r['p90']:.0f})")
+        for p in self.parameters:
+            lines.append(f"  {p['parameter']}: {p['verdict']}, prior [{p['low']:.4g} .. {p['high']:.4g}] -> "
+                         f"p10 {p['p10']:.4g} p50 {p['p50']:.4g} p90 {p['p90']:.4g} (spread x{p['shrink']:.2f})")
+        lines += [f"  FLAG: {f['message']}" for f in self.flags]
+        return "\n".join(lines)
+
+
+def _weights(totals: dict[str, np.ndarray], measured: dict[str, float], noise: float) -> np.ndarray:
+    ll = np.zeros(next(iter(totals.values())).shape[0])
+    for k, m in measured.items():
+        ll += -0.5 * ((np.log(totals[k]) - np.log(m)) / noise) ** 2
+    w = np.exp(ll - ll.max())
+    return w / w.sum()
+
+
+def _resample(w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Systematic resampling: `n` row indices drawn in proportion to `w`."""
+    u = (rng.uniform() + np.arange(n)) / n
+    return np.minimum(np.searchsorted(np.cumsum(w), u), w.size - 1)
+
+
+def _price(models: dict[str, CostModel], measured: dict[str, float], draws: Draws) -> dict[str, np.ndarray]:
+    return {k: models[k].evaluate(draws, parts=False)["total"] for k in measured}
+
+
+def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float], n: int = 1000,
+          seed: int = 0, noise: float = MEASURED_SPREAD, prior_draws: int | None = None,
+          flag_bounds: bool = True) -> Posterior:
+    """Posterior draws of `space` given `measured` totals (config name -> ms) of the `models` (config name ->
+    CostModel). `noise`: the measurements' relative spread (one sigma)."""
+    for k, v in measured.items():
+        if k not in models:
+            raise InvalidInputError(f"measured {k}={v}: no configuration of that name ({', '.join(models)})")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
+            raise InvalidInputError(f"measured total {k}={v!r}: expected a time in ms > 0")
+    if not 0 < noise < 1:
+        raise InvalidInputError(f"noise={noise!r}: expected a relative spread between 0 and 1")
+    n_prior = prior_draws or max(20_000, 20 * n)
+    prior = space.sample(n_prior, seed)
+    totals = _price(models, measured, prior)
+    w = _weights(totals, measured, noise)
+    ess = float(1.0 / np.sum(w ** 2))
+    if ess < MIN_ESS and prior_draws is None:  # the measurements sit in a thin part of the prior: draw more
+        prior = space.sample(n_prior * 10, seed)
+        totals = _price(models, measured, prior)
+        w = _weights(totals, measured, noise)
+        ess = float(1.0 / np.sum(w ** 2))
+    rng = np.random.default_rng(seed + 1)
+    rows = _resample(w, n, rng)
+    post = prior.select(rows, "posterior (" + ", ".join(f"{k}={v:g} ms" for k, v in measured.items()) + ")")
+    reproduced = {}
+    for k, m in measured.items():
+        s = spread(totals[k][rows])
+        reproduced[k] = {"measured": float(m), **{q: s[q] for q in ("p10", "p50", "p90")},
+                         "prior_min": float(totals[k].min()), "prior_max": float(totals[k].max())}
+    params = []
+    for name in space.uncertain:
+        p = space.params[name]
+        lp, hp = np.log(p.low), np.log(p.high)
+        x = np.log(post.column(name))
+        q10, q50, q90 = np.percentile(x, [10, 50, 90])
+        q5, q95 = np.percentile(x, [5, 95])
+        shrink = float((q90 - q10) / (0.8 * (hp - lp)))
+        verdict = "identified" if shrink < IDENTIFIED else ("narrowed" if shrink < 0.8 else "prior")
+        if ess < MIN_ESS:  # a handful of draws: their spread says nothing about what the totals identify
+            verdict = "unreliable"
+        at_low = float(np.mean(x < lp + EDGE * (hp - lp)))
+        at_high = float(np.mean(x > hp - EDGE * (hp - lp)))
+        params.append({"parameter": name, "verdict": verdict, "value": p.value, "low": p.low, "high": p.high,
+                       "p10": float(np.exp(q10)), "p50": float(np.exp(q50)), "p90": float(np.exp(q90)),
+                       "range_low": float(np.exp(q5)), "range_high": float(np.exp(q95)), "shrink": shrink,
+                       "at_low": at_low, "at_high": at_high})
+    flags = []
+    for k, r in reproduced.items():
+        if not r["prior_min"] <= r["measured"] <= r["prior_max"]:
+            flags.append({"parameter": None, "config": k, "message":
+                          f"{k}: the measured {r['measured']:.0f} ms lies outside everything the ranges allow "
+                          f"({r['prior_min']:.0f}..{r['prior_max']:.0f} ms): the model lacks a cost, or a range "
+                          "is wrong"})
+    if ess < MIN_ESS:
+        flags.append({"parameter": None, "config": None, "message":
+                      f"only {ess:.0f} effective draws reproduce the totals: they sit at the edge of the ranges"})
+    if flag_bounds:
+        for p in params:
+            side = "low" if p["at_low"] > 5 * EDGE else ("high" if p["at_high"] > 5 * EDGE else None)
+            if side is None:
+                continue
+            flags.append(_bound_flag(models, space, measured, p, side, n, seed, noise))
+    return Posterior(post, dict(measured), noise, ess, reproduced, params, flags)
+
+
+def _bound_flag(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float], p: dict[str, Any],
+                side: str, n: int, seed: int, noise: float) -> dict[str, Any]:
+    """A flag for a parameter pushed against a bound: rerun with that bound widened and say how far it goes."""
+    name = p["parameter"]
+    old = space.params[name]
+    low, high = (old.low / WIDEN, old.high) if side == "low" else (old.low, old.high * WIDEN)
+    wide = ParameterSpace(dict(space.params))
+    wide.params[name] = Parameter(old.name, old.value, old.unit, old.source, low, high)
+    post = infer(models, wide, measured, n, seed, noise, flag_bounds=False)
+    med = float(np.median(post.draws.column(name)))
+    bound = old.low if side == "low" else old.high
+    factor = bound / med if side == "low" else med / bound
+    beyond = (med < old.low) if side == "low" else (med > old.high)
+    where = f"{factor:.2g}x {'below' if side == 'low' else 'above'} its {side} bound {bound:.4g} {old.unit}"
+    msg = (f"{name} is pushed to its {side} bound ({p['at_' + side]:.0%} of the posterior in the outer "
+           f"{EDGE:.0%} of its range); with the bound widened x{WIDEN:g} the totals put it at {med:.4g} "
+           f"{old.unit}" + (f", {where}" if beyond else ", inside its range") +
+           f". A value outside the plausible range would stand for {missing_cost(name)}")
+    return {"parameter": name, "side": side, "bound": bound, "widened_p50": med,
+            "factor": factor if beyond else 1.0, "message": msg}

@@ -1,0 +1,113 @@
+"""The device measurement that pins a parameter, written out as commands the user runs on the device.
+
+Each parameter of the time model is pinned by something the device can show directly: a rate by the ops that
+use it timed on the device (`GGML_HEXAGON_PROFILE=1` times every op of this graph at its own shape; test-backend-
+ops times them alone), a fixed cost by two decodes that share their splits and differ in work, a crossing cost
+by an A/B that moves the ops on a split boundary off the NPU (`GGML_HEXAGON_OPFILTER`, a regex of op names
+ggml-hexagon then does not claim: ggml-hexagon.cpp at eced84c8, `opt_opfilter`). Each command's output goes back
+into kzlab (`--ops FILE`, `--measured NAME=MS`), which turns the parameter from a range into a measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kzlab.analysis.predict.timing import field_of
+
+
+@dataclass
+class MeasureContext:
+    """What the commands need to name: the device's ggml backend, the configurations and their graphs."""
+
+    device: str = "HTP0"
+    frames: int = 31
+    configs: dict[str, str] = field(default_factory=dict)  # name -> a description of what to run
+    #: per rate parameter, the op of this graph that spends the most under it: (op, src types, src shapes)
+    heaviest: dict[str, tuple[str, list[str], list[tuple[int, ...]]]] = field(default_factory=dict)
+    ops_by_param: dict[str, list[str]] = field(default_factory=dict)
+    splits: dict[str, int] = field(default_factory=dict)
+
+
+def context_from(placements: dict[str, Any], device: str = "HTP0", frames: int = 31) -> MeasureContext:
+    """A MeasureContext from simulated placements with predictions (their roofline nodes name the rates)."""
+    ctx = MeasureContext(device=device, frames=frames)
+    best: dict[str, tuple[float, tuple[str, list[str], list[tuple[int, ...]]]]] = {}
+    for name, pl in placements.items():
+        ctx.splits[name] = len(field_of(pl, "splits"))
+        cfg = field_of(pl, "config")
+        ctx.configs[name] = f"{cfg['profile']}, {cfg['lowering_label']}"
+        pred = field_of(pl, "predicted")
+        if pred is None or pred.costs is None:
+            continue
+        cm = pred.costs
+        roof = [n for n in field_of(pl, "nodes") if n.backend.lower() not in ("cpu",)
+                and n.op not in ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE")]
+        by_name = {}
+        for n in roof:
+            by_name.setdefault(n.name, n)
+        rows = [r for r in pred.nodes if r["how"] == "roofline"]
+        for r, rate in zip(rows, cm.roof_rate_p, strict=False):
+            n = by_name.get(r["name"])
+            if n is None:
+                continue
+            ctx.ops_by_param.setdefault(rate, [])
+            if n.op not in ctx.ops_by_param[rate]:
+                ctx.ops_by_param[rate].append(n.op)
+            if r["ms"] > best.get(rate, (-1.0, None))[0]:
+                best[rate] = (r["ms"], (n.op, list(n.src_types), [tuple(x) for x in n.src_ne]))
+    ctx.heaviest = {k: v[1] for k, v in best.items()}
+    return ctx
+
+
+def _decode(ctx: MeasureContext, config: str, env: str = "", frames: int | None = None) -> str:
+    f = frames or ctx.frames
+    what = ctx.configs.get(config, config)
+    return f"{env + ' ' if env else ''}<your decode of {f} frames, configuration {config!r}: {what}>"
+
+
+def command_for(parameter: str, ctx: MeasureContext, config: str) -> tuple[str, str]:
+    """(shell commands for the device, what to give kzlab afterwards) that pin `parameter`, for the decision's
+    configuration `config`."""
+    dev = ctx.device
+    kind = parameter.split(".", 1)[1] if "." in parameter else parameter
+    if kind.startswith("gflops."):
+        op_key = kind[len("gflops."):]
+        op = op_key.split(".")[0] if op_key != "default" else None
+        ops = [op] if op else ctx.ops_by_param.get(parameter, [])[:4] or ["SOFT_MAX", "RMS_NORM"]
+        heavy = ctx.heaviest.get(parameter)
+        shape = ""
+        if heavy and heavy[0] == "MUL_MAT" and len(heavy[2]) >= 2:
+            a, b = heavy[2][0], heavy[2][1]
+            shape = f" (this graph's largest: type_a={heavy[1][0].lower()}, type_b={heavy[1][1].lower()}, " \
+                    f"m={a[1]}, n={b[1]}, k={a[0]})"
+        type_filter = f' -p "type_a={op_key.split(".")[1].lower()}"' if op and "." in op_key else ""
+        cmd = (f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> htp-profile.log; "
+               f"test-backend-ops perf -b {dev} -o {','.join(ops)}{type_filter} --output sql > htp-ops.sql")
+        return cmd, f"--ops htp-profile.log htp-ops.sql: times {', '.join(ops)} on the device{shape}"
+    if kind == "bandwidth_gbs":
+        ops = [o for o in ctx.ops_by_param.get(parameter, []) if o != "MUL_MAT"][:4] or ["ADD", "MUL", "CONCAT"]
+        cmd = f"test-backend-ops perf -b {dev} -o {','.join(ops)} --output sql > htp-stream.sql"
+        return cmd, "--ops htp-stream.sql: the streaming ops' GB/s on the device"
+    if kind in ("launch_us", "sync_us"):
+        short = max(1, ctx.frames // 4)
+        cmd = (f"GGML_SCHED_DEBUG=2 GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> sched-{ctx.frames}.log; "
+               f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config, frames=short)} 2> sched-{short}.log")
+        return cmd, (f"--measured {config}=MS at {ctx.frames} and {short} frames: the same {ctx.splits.get(config, 0)} "
+                     "splits with a quarter of the work; the fixed part of the total is dispatch and split costs "
+                     "(the logs give the splits and each op's HTP time)")
+    if kind in ("copy_gbs", "cache_gbs"):
+        cmd = (f"{_decode(ctx, config)}; GGML_HEXAGON_OPFILTER='CONCAT|PAD|CONT|CPY' {_decode(ctx, config)}")
+        return cmd, (f"--measured {config}=MS for both: the ops at the split boundaries moved to the CPU change "
+                     "the bytes crossing between the CPU and the NPU, not the products")
+    if kind == "baseline_ms":
+        cmd = f"GGML_HEXAGON_OPFILTER='.*' {_decode(ctx, config)}  # 5 times, the median"
+        return cmd, "--cpu-baseline-ms MS: the CPU-only total again, under the same clocks and threads"
+    if kind == "matmul_skew":
+        cmd = "test-backend-ops perf -b CPU -o MUL_MAT --output sql > cpu-mm-device.sql"
+        return cmd, ("compare with `kzlab bench-ops MODEL --backend cpu` here: the device CPU's products against "
+                     "this machine's")
+    if kind == "measured_ops":
+        return f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> htp-profile.log", \
+            "--ops htp-profile.log: the ops timed inside the decode instead of alone"
+    return _decode(ctx, config), f"--measured {config}=MS"

@@ -1,0 +1,90 @@
+"""CPU profiles kept on disk, so that a what-if asked again (from the CLI, a notebook or the Workbench) waits once.
+
+A cached profile is valid only for exactly what made it: the model file's content (its SHA-256), the resolved
+lowering, the frame count, the backend setup (the plain CPU, no scheduler), the repeat count, kzlab's and
+ggml's versions, the CPU model and the thread count. All of these form the key; change one and the profile is
+taken again. A result made from a cached profile says so (`cached: true` and the file), and `cache=False`
+refuses the cache (the profile is taken anew and stored).
+
+Files live in `$KZLAB_CACHE/profiles/` (else `~/.cache/kzlab/profiles/`). A model's hash is remembered by path,
+size and modification time, so a large file is read once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kzlab.environment import cpu_name, default_threads, versions
+
+
+def cache_root() -> Path:
+    d = Path(os.environ.get("KZLAB_CACHE") or Path.home() / ".cache" / "kzlab").expanduser() / "profiles"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's content, remembered by (path, size, mtime) in the cache folder."""
+    p = Path(path).resolve()
+    st = p.stat()
+    index = cache_root() / "digests.json"
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    if key in known:
+        return known[key]
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    known[key] = h.hexdigest()
+    tmp = index.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known))
+    tmp.replace(index)
+    return known[key]
+
+
+def profile_key(model_digest: str, lowering: dict[str, Any], frames: int, threads: int, repeat: int) -> dict[str, Any]:
+    """Everything a CPU profile's validity rests on."""
+    v = versions()
+    return {"model_sha256": model_digest, "lowering_resolved": lowering, "frames": int(frames),
+            "backend": "cpu", "sched": False, "threads": int(threads), "repeat": int(repeat),
+            "kzlab": v.get("kzlab"), "ggml": v.get("ggml"), "ggml_python": v.get("ggml_python"),
+            "cpu": cpu_name("unknown")}
+
+
+def _path(key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_root() / f"cpu-profile-{digest}.json"
+
+
+def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | None = None, repeat: int = 1,
+                       cache: bool = True, progress: Any = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a CPU-only profile of `model`'s portable graph as a dict, where it came from). Taken with
+    `kzlab.profile(backend="cpu", sched=False)` unless a valid cached one exists and `cache` is true."""
+    from kzlab.analysis.profile import profile
+
+    threads = int(threads or default_threads())
+    plan = lowering.resolve(cpu_only=True, where="the CPU profile") if hasattr(lowering, "resolve") else lowering
+    key = profile_key(file_digest(model.path), plan.to_dict(), frames, threads, repeat)
+    path = _path(key)
+    if cache and path.is_file():
+        try:
+            d = json.loads(path.read_text())
+            if d.get("cache_key") == key:
+                return d["profile"], {"cached": True, "file": str(path)}
+        except (OSError, ValueError, KeyError):
+            pass
+    prof = profile(model, frames=frames, backend="cpu", sched=False, lowering=lowering, repeat=repeat, warmup=0,
+                   peak=False, progress=progress, threads=threads)
+    d = prof.to_dict()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"cache_key": key, "profile": d}))
+    tmp.replace(path)
+    return d, {"cached": False, "file": str(path), "refused_cache": not cache}

@@ -1,0 +1,177 @@
+"""Predictions as distributions, decisions as probabilities, calibration as inference (`kzlab.whatif`).
+
+The tiny decoder stands for the full one: the properties checked here (paired draws, the JSON contract, that a
+calibration from totals made by known parameter values recovers those values where it says it identified them,
+flags for values outside their plausible ranges, the profile cache) do not depend on the decoder's size.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TINY
+
+import kzlab
+from kzlab.analysis.predict.draws import Draws
+from kzlab.analysis.predict.inference import infer
+from kzlab.analysis.predict.parameters import Parameter
+from kzlab.errors import InvalidInputError, InvalidOptionError
+
+F32 = TINY / "qwentts-tokenizer-f32.gguf"
+FRAMES = 4
+CONFIGS = ["v0.15.2=hexagon-v0.15.2", "v0.15.3=hexagon-v0.15.3", "chunk=hexagon-v0.15.2,mm_chunk=1024"]
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    """Every test of this module shares one profile cache of its own (never the user's)."""
+    monkeypatch.setenv("KZLAB_CACHE", str(tmp_path_factory.getbasetemp() / "kzlab-cache"))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return kzlab.load_model(F32)
+
+
+def ask(model, **kw):
+    kw = {"frames": FRAMES, "cpu_baseline_ms": 200.0, "draws": 400, "seed": 1, "threads": 1, **kw}
+    return kzlab.whatif(model, CONFIGS, **kw)
+
+
+def test_contract_and_paired_draws(model):
+    r = ask(model, target_ms=150.0)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert set(d["configs"]) == {"cpu", "v0.15.2", "v0.15.3", "chunk"}
+    for c in d["configs"].values():
+        rg = c["range"]
+        assert rg["min"] <= rg["p10"] <= rg["p50"] <= rg["p90"] <= rg["max"] and rg["draws"] == 400
+        assert c["splits"] >= 1 and c["memory"]
+    assert len(d["pairs"]) == 6
+    for p in d["pairs"]:
+        assert 0.0 <= p["p_a_faster"] <= 1.0 and p["ratio"]["p10"] <= p["ratio"]["p50"] <= p["ratio"]["p90"]
+    assert set(d["target"]) == set(d["configs"]) and all(0.0 <= v <= 1.0 for v in d["target"].values())
+    assert d["sensitivity"] and all(0.0 <= s["share"] <= 1.0 for s in d["sensitivity"])
+    assert d["decision"]["a"] != "cpu" and d["decision"]["b"] != "cpu"  # a decision between changes
+    # paired: P(A faster) is counted draw by draw on the same draws as the placements' own ranges
+    a, b = r.placements["v0.15.2"].predicted, r.placements["v0.15.3"].predicted
+    assert r.decision.configs["v0.15.2"]["range"] == a.range and b.range["draws"] == 400
+    pair = next(p for p in d["pairs"] if {p["a"], p["b"]} == {"v0.15.2", "v0.15.3"})
+    assert 0.0 < pair["ratio"]["p50"]
+    # deterministic for a seed, different for another
+    again = ask(model, target_ms=150.0).to_dict()
+    assert again["pairs"] == d["pairs"] and again["configs"] == d["configs"]
+    other = ask(model, target_ms=150.0, seed=2).to_dict()
+    assert other["configs"]["v0.15.2"]["range"] != d["configs"]["v0.15.2"]["range"]
+
+
+def test_next_measurements_name_device_commands(model):
+    r = ask(model)
+    nm = r.decision.next_measurements
+    assert nm, r.summary()
+    commands = " ".join(m["command"] for m in nm)
+    assert any(k in commands for k in ("test-backend-ops", "GGML_HEXAGON_PROFILE", "GGML_SCHED_DEBUG",
+                                       "GGML_HEXAGON_OPFILTER"))
+    for m in nm:
+        assert m["spread_after"] <= m["spread_before"] + 1e-9 and 0.0 <= m["p_settled_after"] <= 1.0
+
+
+def test_profiles_are_cached_and_the_cache_can_be_refused(model):
+    first = ask(model)
+    again = ask(model)
+    assert all(v["cached"] for v in again.profiles.values())
+    assert again.to_dict()["configs"] == first.to_dict()["configs"]
+    fresh = ask(model, cache=False)
+    assert not any(v["cached"] for v in fresh.profiles.values())
+    assert "cached" in again.summary()
+
+
+def _truth(draws: Draws, values: dict[str, float]) -> Draws:
+    theta = np.array([[values.get(n, draws.params[n].value) for n in draws.names]])
+    return Draws(draws.names, theta, 0, draws.params)
+
+
+def test_calibration_recovers_synthetic_truth(model):
+    """Totals made by chosen parameter values (four configurations at two frame counts: the splits stay, the work
+    grows, so fixed costs and rates can be told apart) are calibrated on; where the result says a parameter was
+    identified, the true value lies within its reported range; the measured totals are reproduced."""
+    from kzlab.analysis.predict.draws import ParameterSpace
+    from kzlab.analysis.profile_cache import cached_cpu_profile
+
+    low = kzlab.Lowering(mode="portable")
+    models, space = {}, ParameterSpace()
+    for frames in (4, 24):
+        for name, profile, opts in (("cpu", "cpu", {}), ("v0.15.2", "hexagon-v0.15.2", {}),
+                                    ("chunk", "hexagon-v0.15.2", {"mm_chunk": 1024})):
+            lw = low.replace(**opts)
+            prof, _ = cached_cpu_profile(model, frames, lw, threads=1)
+            won = "cpu" if name == "cpu" else "htp"
+            pl = kzlab.simulate(model, profile, frames=frames, lowering=lw, weights_on=won,
+                                predict={"cpu_profile": prof, "cpu_scale": 1.0, "draws": 10})
+            models[f"{name}@{frames}"] = pl.predicted.costs
+            used = pl.predicted.costs.parameter_names()
+            space.add([q for q in pl.predicted.parameters if q.name in used])
+    truth_values = {"HTP.sync_us": 900.0, "HTP.bandwidth_gbs": 14.0, "HTP.gflops.MUL_MAT.F32": 2.5}
+    truth = _truth(space.sample(1, 0), truth_values)
+    measured = {k: float(m.evaluate(truth, parts=False)["total"][0]) for k, m in models.items()}
+    post = infer(models, space, measured, n=1000, seed=4, noise=0.02)
+    assert {"HTP.sync_us", "HTP.gflops.MUL_MAT.F32"} <= set(post.identified), post.summary()
+    for p in post.parameters:
+        true = truth_values.get(p["parameter"], space.params[p["parameter"]].value)
+        if p["verdict"] == "identified":
+            assert p["range_low"] <= true <= p["range_high"], (p, true)
+    for k, rep in post.reproduced.items():
+        assert rep["p10"] <= measured[k] * 1.04 and rep["p90"] >= measured[k] * 0.96, (k, rep)
+    assert not [f for f in post.flags if f["parameter"] is None]
+    # one frame count cannot tell the per-split cost from the rates: the answer says so instead of guessing
+    one = infer({k: v for k, v in models.items() if k.endswith("@4")}, space,
+                {k: v for k, v in measured.items() if k.endswith("@4")}, n=1000, seed=4, noise=0.02)
+    assert "HTP.sync_us" in one.prior_only
+
+
+def test_implausible_totals_are_flagged_with_the_parameter_and_the_factor(model):
+    r = ask(model, measured={"cpu": 200.0, "v0.15.2": 100_000.0})
+    cal = r.to_dict()["calibration"]
+    assert cal["flags"]
+    assert any(f["parameter"] is None and "outside" in f["message"] for f in cal["flags"])
+    named = [f for f in cal["flags"] if f["parameter"]]
+    assert named and all(f["factor"] >= 1.0 and "would stand for" in f["message"] for f in named)
+
+
+def test_point_calibration_flags_a_value_outside_its_range():
+    from kzlab.analysis.predict.calibrate import implausible
+
+    prior = Parameter("HTP.sync_us", 300.0, "us", "assumed: a test", 50.0, 2000.0)
+    assert implausible(Parameter("HTP.sync_us", 500.0, "us", "calibrated"), prior) == ""
+    msg = implausible(Parameter("HTP.sync_us", 20400.0, "us", "calibrated"), prior)
+    assert "HTP.sync_us" in msg and "10.2x above" in msg and "stand for" in msg
+
+
+def test_bad_questions_are_refused(model):
+    with pytest.raises(InvalidOptionError, match="NAME=PROFILE"):
+        kzlab.whatif(model, ["hexagon-v0.15.2"], frames=FRAMES)
+    with pytest.raises(InvalidOptionError, match="distinct"):
+        kzlab.whatif(model, ["a=hexagon-v0.15.2", "a=hexagon-v0.15.3"], frames=FRAMES)
+    with pytest.raises(InvalidOptionError, match="draws"):
+        kzlab.whatif(model, CONFIGS, frames=FRAMES, draws=0)
+    with pytest.raises(InvalidInputError, match="not a configuration"):
+        kzlab.whatif(model, CONFIGS, frames=FRAMES, measured={"nothing": 3.0})
+    with pytest.raises(InvalidOptionError, match="capability profile|no such"):
+        kzlab.whatif(model, ["a=hexagon-v9"], frames=FRAMES)
+
+
+def test_cli_writes_the_contract(tmp_path, capsys):
+    from kzlab.cli import main
+
+    out = tmp_path / "w.json"
+    rc = main(["whatif", str(F32), "--frames", str(FRAMES), "--cpu-baseline-ms", "200", "--threads", "1",
+               "--config", CONFIGS[0], "--config", CONFIGS[1], "--config", CONFIGS[2], "--target-ms", "150",
+               "--measured", "cpu=200", "hexagon-v0.15.2=230", "--draws", "300", "--json", str(out), "-q"])
+    assert rc == 0
+    d = json.loads(out.read_text())
+    assert {"configs", "pairs", "target", "sensitivity", "next_measurements", "calibration"} <= set(d)
+    assert {"identified", "prior_only", "flags"} <= set(d["calibration"])
+    assert all({"parameter", "command", "spread_after"} <= set(m) for m in d["next_measurements"])
+    assert "P =" in capsys.readouterr().out
+    assert main(["whatif", str(F32), "--config", "x=hexagon-v0.15.2", "--measured", "cpu", "-q"]) == 2

@@ -336,30 +336,228 @@ def _prediction(obj: Any) -> Mapping | None:
     return p.to_dict(rows=True)
 
 
-def predicted_stages(pls: Any, labels: Sequence[str] | None = None, baseline: Any = None) -> Figure:
-    """Predicted milliseconds per stage of one or more placements (bars side by side), the split costs (copies
-    and synchronisation) included; `baseline` (e.g. the CPU-only prediction) as a line of its own."""
+#: how a predicted range is drawn: the p10-p90 band solid, min-max faint
+BAND = {"elinewidth": 1.6, "capsize": 3, "ecolor": "#222222"}
+FULL = {"elinewidth": 0.8, "capsize": 0, "ecolor": "#999999", "alpha": 0.8}
+
+
+def span_of(r: Mapping | None, point: float) -> dict[str, float]:
+    """A range as {p10, p50, p90, min, max}; a point value (a record without draws) as a zero-width range."""
+    if not r or "p50" not in r:
+        return {"p10": point, "p50": point, "p90": point, "min": point, "max": point, "draws": 0}
+    return {k: float(r.get(k, r["p50"])) for k in ("p10", "p50", "p90", "min", "max")} | {"draws": r.get("draws", 0)}
+
+
+def stage_spans(pr: Mapping) -> dict[str, dict[str, float]]:
+    ranges = pr.get("stage_ranges") or {}
+    return {s: span_of(ranges.get(s), v) for s, v in pr["by_stage_ms"].items()}
+
+
+def total_span(pr: Mapping) -> dict[str, float]:
+    return span_of(pr.get("range"), pr["total_ms"])
+
+
+def range_text(r: Mapping, unit: str = " ms") -> str:
+    """`p50 X (p10 A - p90 B)`, the way every figure labels a predicted range."""
+    if not r.get("draws"):
+        return f"{r['p50']:.0f}{unit} (a point: no draws)"
+    return f"p50 {r['p50']:.0f}{unit} (p10 {r['p10']:.0f} - p90 {r['p90']:.0f})"
+
+
+def range_bars(ax: Any, x: np.ndarray, spans: Sequence[Mapping], width: float = 0.8, color: Any = None,
+               label: str | None = None, horizontal: bool = False) -> None:
+    """Bars at the p50 with the p10-p90 whisker and the min-max whisker (faint): a predicted value is a range."""
+    p50 = np.array([s["p50"] for s in spans])
+    lo = [p50 - [s["p10"] for s in spans], np.array([s["p90"] for s in spans]) - p50]
+    full = [p50 - [s["min"] for s in spans], np.array([s["max"] for s in spans]) - p50]
+    if horizontal:
+        bars = ax.barh(x, p50, height=width, color=color, alpha=0.55, label=label)
+        c = bars.patches[0].get_facecolor() if bars.patches else color
+        ax.errorbar(p50, x, xerr=full, fmt="none", **FULL)
+        ax.errorbar(p50, x, xerr=lo, fmt="none", **{**BAND, "ecolor": _darker(c)})
+    else:
+        bars = ax.bar(x, p50, width=width, color=color, alpha=0.55, label=label)
+        c = bars.patches[0].get_facecolor() if bars.patches else color
+        ax.errorbar(x, p50, yerr=full, fmt="none", **FULL)
+        ax.errorbar(x, p50, yerr=lo, fmt="none", **{**BAND, "ecolor": _darker(c)})
+
+
+def _darker(c: Any) -> Any:
+    if c is None:
+        return BAND["ecolor"]
+    from matplotlib.colors import to_rgb
+
+    return tuple(0.6 * v for v in to_rgb(c))
+
+
+def _plain_log(axis: Any) -> None:
+    """A log axis labelled 1, 2, 5 x 10^k in plain numbers (no overlapping minor labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def predicted_stages(pls: Any, labels: Sequence[str] | None = None, baseline: Any = None, log: bool | None = None
+                     ) -> Figure:
+    """Predicted milliseconds per stage of one or more placements, the split costs (copies and synchronisation)
+    included: the bar is the p50 of the draws, the dark whisker p10-p90, the faint one min-max (what nobody
+    measured shows as a spread, not as a point). `baseline` (e.g. the CPU-only prediction) as a tick with its
+    own p10-p90. `log`: a log axis (default: when the stages differ by more than a hundredfold)."""
     items = pls if isinstance(pls, list | tuple) else [pls]
     preds = [_prediction(p) for p in items]
     labels = list(labels or [f"{(field(p, 'config') or {}).get('profile', '?')}" for p in items])
     stages = stage_order([s for pr in preds if pr for s in pr["by_stage_ms"]])
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    fig = Figure(figsize=(10, 3.8), layout="constrained")
     ax = fig.add_subplot()
     x = np.arange(len(stages))
     w = 0.8 / max(1, len(preds))
+    tops, lows = [], []
     for i, (pr, lab) in enumerate(zip(preds, labels, strict=True)):
         if pr is None:
             continue
-        v = [pr["by_stage_ms"].get(s, 0.0) for s in stages]
-        ax.bar(x + (i - (len(preds) - 1) / 2) * w, v, width=w, label=f"{lab}: {pr['total_ms']:.0f} ms")
+        sp = stage_spans(pr)
+        spans = [sp.get(s) or span_of(None, 0.0) for s in stages]
+        range_bars(ax, x + (i - (len(preds) - 1) / 2) * w, spans, width=w, color=f"C{i}",
+                   label=f"{lab}: {range_text(total_span(pr))}")
+        tops += [s["max"] for s in spans]
+        lows += [s["min"] for s in spans if s["min"] > 0]
     base = _prediction(baseline) if baseline is not None else None
     if base is not None:
-        ax.plot(x, [base["by_stage_ms"].get(s, 0.0) for s in stages], "k_", markersize=18, mew=2,
-                label=f"CPU only: {base['total_ms']:.0f} ms")
+        bs = stage_spans(base)
+        spans = [bs.get(s) or span_of(None, 0.0) for s in stages]
+        p50 = np.array([s["p50"] for s in spans])
+        ax.errorbar(x, p50, yerr=[p50 - [s["p10"] for s in spans], np.array([s["p90"] for s in spans]) - p50],
+                    fmt="k_", markersize=18, mew=2, elinewidth=1, capsize=0,
+                    label=f"CPU only: {range_text(total_span(base))}")
+    if log is None:
+        log = bool(lows) and max(tops) / min(lows) > 100
+    if log:
+        ax.set_yscale("log")
+        _plain_log(ax.yaxis)
     ax.set_xticks(x, stages, rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("predicted ms")
+    ax.set_ylabel("predicted ms" + (" (log)" if log else ""))
     ax.legend(fontsize=7)
-    ax.set_title("predicted time per stage (split copies and synchronisation included)", fontsize=9)
+    ax.set_title("predicted time per stage (split copies and synchronisation included): bar p50, dark whisker "
+                 "p10-p90, faint min-max", fontsize=9)
+    return fig
+
+
+# ---- decisions ---------------------------------------------------------------------------------------------
+def decision_dict(obj: Any) -> dict:
+    """A what-if's decision as its JSON: a `WhatIf`, a `Decision`, or either's `to_dict()`."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    inner = getattr(obj, "decision", None)
+    if inner is not None and hasattr(inner, "to_dict") and hasattr(obj, "placements"):  # a WhatIf
+        return obj.to_dict()
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    raise TypeError(f"not a what-if decision: {type(obj).__name__}")
+
+
+MAX_PAIRS = 12
+
+
+def decision_pairs(d: Mapping, limit: int = MAX_PAIRS) -> list[dict]:
+    """The pairs a figure shows: all of them up to `limit`, else the ones with the decision's two contenders."""
+    pairs = list(d.get("pairs") or [])
+    if len(pairs) <= limit:
+        return pairs
+    dd = d.get("decision") or {}
+    key = {dd.get("a"), dd.get("b")} - {None}
+    pick = [p for p in pairs if {p["a"], p["b"]} & key]
+    pick.sort(key=lambda p: ({p["a"], p["b"]} != key, -abs(p["p_a_faster"] - 0.5)))
+    return pick[:limit]
+
+
+def decision(obj: Any, title: str | None = None, sensitivity: int = 6) -> Figure:
+    """A what-if's answer, titled `title` and then the decision with its probability: each configuration's
+    predicted total as a range (box p10-p90, tick p50, whiskers min-max, the measured totals as diamonds, the
+    target as a line), each pair's ratio A/B (p10-p50-p90) with P(A faster than B), and what the decision's
+    spread rests on. Takes a `WhatIf`, a `Decision` or their JSON."""
+    d = decision_dict(obj)
+    configs = d.get("configs") or {}
+    names = list(configs)
+    pairs = decision_pairs(d)
+    sens = list(d.get("sensitivity") or [])[:sensitivity]
+    panels = 2 + bool(sens)
+    fig = Figure(figsize=(13 if panels == 3 else 11, max(3.2, 0.42 * max(len(names), len(pairs)) + 1.6)),
+                 layout="constrained")
+    axes = fig.subplots(1, panels, width_ratios=[3, 2.4, 1.6][:panels])
+    ax = axes[0]
+    y = np.arange(len(names))[::-1]
+    target_ms = d.get("target_ms")
+    target = d.get("target") or {}
+    measured = ((d.get("calibration") or {}).get("measured") or {})
+    vals = []
+    for yi, n in zip(y, names, strict=True):
+        r = configs[n]["range"]
+        ax.plot([r["min"], r["max"]], [yi, yi], color="#999999", lw=1, zorder=1)
+        ax.barh(yi, r["p90"] - r["p10"], left=r["p10"], height=0.5, color="C0" if n != "cpu" else "#9e9e9e",
+                alpha=0.55, zorder=2)
+        ax.plot([r["p50"], r["p50"]], [yi - 0.25, yi + 0.25], color="k", lw=2, zorder=3)
+        ax.annotate(f"{r['p50']:.0f} ms", (r["p50"], yi + 0.27), ha="center", va="bottom", fontsize=7)
+        vals += [r["min"], r["max"]]
+        if n in measured:
+            ax.plot(measured[n], yi, "D", color="#d62728", ms=6, zorder=4,
+                    label="measured" if "measured" not in ax.get_legend_handles_labels()[1] else None)
+    ticks = [n + (f"\nP(<= {target_ms:g} ms) {target[n]:.2f}" if target_ms is not None and n in target else "")
+             for n in names]
+    ax.set_yticks(y, ticks, fontsize=8)
+    if target_ms is not None:
+        ax.axvline(target_ms, color="#2ca02c", ls="--", lw=1.2, label=f"target {target_ms:g} ms")
+        vals.append(target_ms)
+    pos = [v for v in vals if v > 0]
+    if pos and max(pos) / min(pos) > 4:
+        ax.set_xscale("log")
+        _plain_log(ax.xaxis)
+    ax.set_xlabel("predicted total ms: box p10-p90, tick p50, line min-max")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylim(-0.7, len(names) - 0.3)
+    ax.set_title(f"{d.get('draws', '?')} paired draws from {d.get('draws_from', 'the ranges')}", fontsize=8)
+    bx = axes[1]
+    dd = d.get("decision") or {}
+    yp = np.arange(len(pairs))[::-1]
+    for yi, p in zip(yp, pairs, strict=True):
+        q = p["ratio"]
+        pa = p["p_a_faster"]
+        col = "#2ca02c" if pa >= 0.9 else ("#d62728" if pa <= 0.1 else "#7f7f7f")
+        bx.plot([q["p10"], q["p90"]], [yi, yi], color=col, lw=3, alpha=0.7, solid_capstyle="butt")
+        bx.plot(q["p50"], yi, "o", color=col, ms=5)
+        bx.annotate(f"P = {pa:.2f}", (q["p90"], yi), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=7)
+    bx.axvline(1.0, color="k", lw=0.8)
+    bx.set_xscale("log")
+    _plain_log(bx.xaxis)
+    labels = [f"{p['a']} / {p['b']}" for p in pairs]
+    bx.set_yticks(yp, labels, fontsize=7)
+    for t, p in zip(bx.get_yticklabels(), pairs, strict=True):
+        if {p["a"], p["b"]} == {dd.get("a"), dd.get("b")}:
+            t.set_fontweight("bold")
+    bx.set_ylim(-0.7, max(len(pairs), 1) - 0.3)
+    lo, hi = bx.get_xlim()
+    bx.set_xlim(lo, hi * 1.6)  # room for the P labels
+    shown = "" if len(pairs) == len(d.get("pairs") or []) else f" ({len(pairs)} of {len(d['pairs'])})"
+    bx.set_xlabel("ratio A / B (p10 - p50 - p90); < 1: A faster")
+    bx.set_title(f"pairs{shown}: P(A faster than B)", fontsize=8)
+    if sens:
+        cx = axes[2]
+        ys = np.arange(len(sens))[::-1]
+        nxt = {m["parameter"] for m in d.get("next_measurements") or []}
+        cx.barh(ys, [s["share"] for s in sens], color=["#ff7f0e" if s["parameter"] in nxt else "#c7c7c7"
+                                                       for s in sens])
+        cx.set_yticks(ys, [s["parameter"] for s in sens], fontsize=7)
+        cx.set_xlim(0, 1)
+        cx.set_xlabel("share of the decision's variance")
+        cx.set_title("what it rests on" + ("\n(orange: a next measurement)" if nxt else ""), fontsize=8)
+    title = title or "which configuration first"
+    if dd:
+        state = "settled" if dd.get("settled") else "not settled"
+        title += f": {dd['a']} faster than {dd['b']} with P = {dd['p_a_faster']:.2f} ({state})"
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -519,13 +717,20 @@ def _times_by(prof: Any, key: str) -> dict[str, float]:
 
 __all__ = [
     "compare",
+    "decision",
+    "decision_dict",
     "evolution_rows",
     "gflop_breakdown",
     "gflop_table",
     "placement",
     "placement_figures",
     "predicted_stages",
+    "range_bars",
+    "range_text",
+    "span_of",
     "split_timeline",
+    "stage_spans",
+    "total_span",
     "as_rows",
     "ratios",
     "roofline",

@@ -182,11 +182,11 @@ def test_bad_profile_toml_is_refused(tmp_path):
     text = (DIR / "hexagon-v0.15.2.toml").read_text()
     for bad, match in ((text.replace("sync_us = { value = 300.0", "sync_us = { value = -1.0"), "sync_us"),
                        (text.replace("[memory]", "[memory]\nbudget_gb = 2"), "unknown key"),
-                       (text.replace("bandwidth_gbs = { value = 35.0", "bandwidth_gbs = { value = 0"), "bandwidth_gbs"),
-        (text.replace("low = 10.0, high = 62.0", "low = 40.0, high = 62.0"), "low 40 > value 35"),
-        (text.replace("low = 10.0, high = 62.0", "low = 10.0, high = 30.0"), "value 35 > high 30"),
-        (text.replace("low = 10.0, high = 62.0", "low = -1.0, high = 62.0"), "bandwidth_gbs.low"),
-        (text.replace("low = 10.0, high = 62.0", "lo = 10.0, high = 62.0"), "unknown key")):
+                       (text.replace("bandwidth_gbs = { value = 30.0", "bandwidth_gbs = { value = 0"), "bandwidth_gbs"),
+        (text.replace("low = 4.0, high = 62.0", "low = 40.0, high = 62.0"), "low 40 > value 30"),
+        (text.replace("low = 4.0, high = 62.0", "low = 4.0, high = 20.0"), "value 30 > high 20"),
+        (text.replace("low = 4.0, high = 62.0", "low = -1.0, high = 62.0"), "bandwidth_gbs.low"),
+        (text.replace("low = 4.0, high = 62.0", "lo = 4.0, high = 62.0"), "unknown key")):
         p = tmp_path / "bad.toml"
         p.write_text(bad)
         with pytest.raises(InvalidOptionError, match=match):

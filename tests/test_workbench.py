@@ -188,3 +188,40 @@ def test_placement_tab_predicts_time_and_memory(wb):
     assert "Predicted time and memory" in text and "from the CPU-only baseline 3340 ms" in text
     assert "Memory per backend" in text and "HTP" in view.data["memory"]
     assert len(view.figures) == 3  # placement, split timeline, predicted time per stage
+
+
+def test_compare_tab_gives_a_probability_for_two_predicted_placements(wb):
+    """Two predicted placements: the Placement tab shows the total as a range, and the Compare tab P(A faster than
+    B) and the ratio's p10/p50/p90 from paired draws (the same device in each draw), seeded."""
+    wb.predict.value = True
+    wb.cpu_baseline_ms.value = 3340.0
+    wb.lowering["conv_src1"].value = "data"
+    try:
+        for profile in ("hexagon-v0.15.2", "hexagon-v0.15.3"):
+            wb.hexagon.value = profile
+            wb.run_button.click()
+            assert wb.wait(300)
+    finally:
+        wb.hexagon.value, wb.predict.value, wb.cpu_baseline_ms.value = "(none)", False, 0.0
+        wb.lowering["conv_src1"].value = "kernel"
+    a, b = wb.results[-2:]
+    assert a.ok and b.ok and a.placement.predicted is not None and b.placement.predicted is not None
+    place = wb.views["Placement"]
+    r = place.data["predicted_range"]
+    assert r["min"] <= r["p10"] <= place.data["predicted_ms"] == r["p50"] <= r["p90"] <= r["max"] and r["draws"] > 1
+    assert "p10" in "".join(place.html) and "low" in "".join(place.html)
+    view = wb.show_compare()
+    d = view.data["paired"]
+    (pair,) = d["pairs"]
+    assert (pair["a"], pair["b"]) == ("A", "B") and 0.0 <= pair["p_a_faster"] <= 1.0
+    q = pair["ratio"]
+    assert q["p10"] <= q["p50"] <= q["p90"]
+    # each total on the paired draws lies where that prediction's own draws put it (the same distribution)
+    for name, rec in (("A", a), ("B", b)):
+        own, paired = rec.placement.predicted.range, d["configs"][name]["range"]
+        assert own["min"] * 0.9 <= paired["p50"] <= own["max"] * 1.1
+    text = "".join(view.html)
+    assert f"P(A faster than B) = <b>{pair['p_a_faster']:.2f}</b>" in text
+    assert any("P = " in t.get_text() for f in view.figures for ax in f.axes for t in ax.texts)
+    again = wb.show_compare().data["paired"]
+    assert again["pairs"] == d["pairs"]  # seeded: the same draws each time

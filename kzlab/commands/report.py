@@ -1,5 +1,6 @@
-"""`kzlab report MODEL [MODEL2] [options] -o report.html`: one self-contained HTML file of decode,
-profile, placement and audio for one or two decoders (two: a side-by-side comparison)."""
+"""`kzlab report MODEL [MODEL2] [options] [--whatif WHATIF.json ...] -o report.html`: one self-contained HTML file
+of decode, profile, placement and audio for one or two decoders (two: a side-by-side comparison), and the answer
+of each what-if `kzlab whatif --json` wrote (a what-if alone needs no MODEL)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ def register(sub) -> None:
     from kzlab.app.runner import INPUTS
 
     p = sub.add_parser("report", help="write a self-contained HTML report (figures, tables, audio)")
-    p.add_argument("models", nargs="+", metavar="MODEL",
+    p.add_argument("models", nargs="*", metavar="MODEL",
                    help="decoder files (.gguf), or the built-in 'synthetic' / 'known-answer'; two are compared")
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
     p.add_argument("--input", choices=INPUTS, default="random",
@@ -23,6 +24,8 @@ def register(sub) -> None:
     p.add_argument("--predict", action="store_true", help="with --hexagon: the placement's predicted time and memory")
     p.add_argument("--cpu-baseline-ms", type=float, default=None, metavar="MS",
                    help="with --predict: the CPU-only decode measured on the device (scales the CPU nodes)")
+    p.add_argument("--whatif", action="append", default=[], metavar="WHATIF.json",
+                   help="add the what-if that `kzlab whatif ... --json WHATIF.json` wrote (repeatable)")
     p.add_argument("--title", default="kzlab report")
     add_backend(p)
     add_lowering(p)
@@ -31,11 +34,15 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kzlab.app.runner import RunSpec, execute
-    from kzlab.report import write_report
+    from kzlab.report import read_whatif, write_report
 
     if len(args.models) > 2:
         print("kzlab report: at most two models (the second is compared with the first)")
         return 2
+    if not args.models and not args.whatif:
+        print("kzlab report: give a MODEL (or two), or --whatif WHATIF.json")
+        return 2
+    whatifs = [read_whatif(w) for w in args.whatif]  # a bad file is refused before anything runs
     low = lowering_from(args).to_dict()
     bk = backend_spec(args)
     recs = []
@@ -51,6 +58,6 @@ def run(args) -> int:
         for note in rec.notes:
             print(f"  note: {note.splitlines()[0]}")
         recs.append(rec)
-    out = write_report(recs, args.output, args.title)
+    out = write_report(recs, args.output, args.title, whatifs)
     print(f"wrote {out.resolve()}")
     return 0 if all(r.ok for r in recs) else 2

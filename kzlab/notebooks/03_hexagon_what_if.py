@@ -14,43 +14,41 @@
 # ---
 
 # %% [markdown]
-# # 03 Hexagon what-if: where the nodes go, how long it takes, whether it fits
+# # 03 Hexagon what-if: which change to try on the device first, as a probability
 #
 # The seed case: the full-size decoder at 31 frames (2.48 s of audio; T grows 124 -> 992 -> 4960 -> 19840 ->
 # 59520). On the tablet the CPU-only decode took 3340 ms; with ggml-hexagon v0.15.2 under the scheduler it took
 # 3950 ms (+18 %), because v0.15.2 refuses a MUL_MAT whose src1 has more than 1024 rows and every large product
 # fell back to the CPU, with splits and copies around it.
 #
-# `kzlab.simulate` places every node as ggml's scheduler would, from the backends' published `supports_op`
-# rules, and with `predict=` puts milliseconds and bytes on the placement:
-# - CPU nodes take their times from a CPU-only profile of the same graph, measured here and scaled so that the
-#   CPU-only decode takes the 3340 ms measured on the device;
-# - HTP nodes take a roofline from the profile's `[perf]` values (assumed until measured: see the parameter
-#   list), splits their copies and a dispatch cost; memory is measured with ggml's own allocator on the graph.
-#
-# Compared: v0.15.2, v0.15.2 with every MUL_MAT cut into chunks of 1024 src1 rows (`mm_chunk=1024`, the
-# chunks joined with CONCAT, the op a port would write, which the HTP accepts), and v0.15.3 (no row limit);
-# each with the conv lowered as `im2col-f16` (ggml_conv_1d's graph) and as `ktap` (K shifted products), each
-# with both operand orders (`conv_src1`). The simulator always builds the portable graph (ggml ops only).
+# The question is which change to try first: upgrading to v0.15.3 (no row limit), or staying on v0.15.2 and
+# cutting every MUL_MAT into chunks of 1024 src1 rows (`mm_chunk=1024`, joined with CONCAT). `kzlab.whatif`
+# answers it in one call:
+# - each configuration's graph is placed as ggml's scheduler would place it, from the backends' published
+#   `supports_op` rules; the CPU nodes take their times from a CPU-only profile of that graph (measured here
+#   once and cached on disk), scaled so that the CPU-only decode takes the 3340 ms measured on the device;
+# - what nobody measured on the HTP (its rates, dispatch and split costs) is a range, not a number: the
+#   parameters are drawn over their ranges, the same draws for every configuration, so each draw is one possible
+#   device and "A is faster than B" is counted draw by draw;
+# - the answer is a probability, with what it rests on and the device measurement that would settle it.
 
 # %% tags=["parameters"]
-MODEL = "synthetic"      # the full-size decoder (seeded random weights, F16), built into the cache on first use
-FRAMES = 31              # the seed case
-CPU_BASELINE_MS = 3340   # the CPU-only decode measured on the device
+MODEL = "synthetic"       # the full-size decoder (seeded random weights, F16), built into the cache on first use
+FRAMES = 31               # the seed case
+CPU_BASELINE_MS = 3340    # the CPU-only decode measured on the device
 MEASURED_V0152_MS = 3950  # CPU + HTP with ggml-hexagon v0.15.2, measured on the device
-REPEAT = 1               # profile runs per graph (each a plain and a profiled decode)
+TARGET_MS = 800           # the decode time the user needs (0.5-0.8 s)
+DRAWS = 1000              # paired draws of the uncertain parameters
+SEED = 0
+CACHE = True              # reuse CPU profiles measured before (False: profile every graph anew)
 
 # %%
 # %matplotlib inline
-
-import itertools
-import tomllib
 
 from IPython.display import display
 
 import kzlab
 from kzlab import plots
-from kzlab.analysis.predict.calibrate import calibrate
 from kzlab.app.builtins import resolve_model
 
 path = resolve_model(MODEL)
@@ -58,91 +56,116 @@ model = kzlab.load_model(path)
 print(path, f"{model.n_params / 1e6:.0f} M parameters", model.dtype_histogram())
 
 # %% [markdown]
-# ## CPU-only profiles of every graph (what the CPU nodes of each placement take)
-
-# %%
-graphs = {}
-for conv, src1, chunk in itertools.product(["im2col-f16", "ktap"], ["data", "kernel"], [0, 1024]):
-    low = kzlab.Lowering(mode="portable", conv=conv, conv_src1=src1, mm_chunk=chunk)
-    prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, repeat=REPEAT, warmup=0,
-                         peak=False, progress=False)
-    graphs[(conv, src1, chunk)] = (low, prof)
-    print(f"{conv:10s} src1={src1:6s} chunk={chunk:4d}: CPU-only {prof.wall_ms:7.0f} ms here, "
-          f"{prof.config['n_nodes']} nodes ({prof.config['lowering_label']})")
-
-# %% [markdown]
-# ## Predicted time and memory of every configuration
-
-# %%
-configs = {"v0.15.2": ("hexagon-v0.15.2", 0), "v0.15.2 + chunk 1024": ("hexagon-v0.15.2", 1024),
-           "v0.15.3": ("hexagon-v0.15.3", 0)}
-rows, placements = [], {}
-for (name, (profile, chunk)), conv, src1 in itertools.product(configs.items(), ["im2col-f16", "ktap"],
-                                                              ["data", "kernel"]):
-    low, prof = graphs[(conv, src1, chunk)]
-    pl = kzlab.simulate(model, profile, frames=FRAMES, lowering=low,
-                        predict={"cpu_profile": prof, "cpu_baseline_ms": CPU_BASELINE_MS})
-    placements[(name, conv, src1)] = pl
-    p, htp = pl.predicted, pl.memory["HTP"]
-    rows.append({"config": name, "conv": conv, "src1": src1, "predicted ms": round(p.total_ms),
-                 "vs CPU-only": f"{p.total_ms / CPU_BASELINE_MS:.2f}x",
-                 "HTP ms": round(p.by_backend_ms.get("HTP", 0)), "CPU ms": round(p.by_backend_ms.get("CPU", 0)),
-                 "copies ms": round(p.copy_ms, 1), "splits": pl.n_splits, "sync ms": round(p.sync_ms),
-                 "copied MB": round(pl.copied_bytes / 1e6, 1), "HTP MB": round(htp.total_bytes / 1e6),
-                 "fits 2 GB": htp.fits})
-for r in rows:
-    print(r)
-
-# %% [markdown]
-# The seed's own graph (`im2col-f16`, `src1=data`) per stage, against the CPU-only decode:
-
-# %%
-cpu_only = kzlab.simulate(model, "cpu", frames=FRAMES, lowering=graphs[("im2col-f16", "data", 0)][0],
-                          weights_on="cpu", predict={"cpu_profile": graphs[("im2col-f16", "data", 0)][1],
-                                                     "cpu_baseline_ms": CPU_BASELINE_MS})
-seed = [placements[(name, "im2col-f16", "data")] for name in configs]
-display(plots.predicted_stages(seed, list(configs), baseline=cpu_only))
-print(placements[("v0.15.2", "im2col-f16", "data")].predicted.summary())
-for m in placements[("v0.15.2", "im2col-f16", "data")].memory.values():
-    print(m.verdict())
-
-# %% [markdown]
-# ## Calibrated from the device's two totals
+# ## The seed's graph and the configurations
 #
-# The HTP's `[perf]` values above are assumed. The two totals measured on the tablet fix two of them: the
-# CPU-only decode fixes the CPU's scale, the v0.15.2 decode the cost of each HTP split (`sync_us`, the term that
-# grows with the splits). The fitted model reproduces both; v0.15.2 + chunk and v0.15.3 are then predicted
-# with the fitted value.
+# The seed lowered the convs as ggml's `conv_1d` does (`im2col-f16`, the data as src1), the residual units as
+# plain ops, the transposed convs as `col2im` and Snake folded. A configuration is `NAME=PROFILE[,option=value]`;
+# an option changes the graph (a chunked graph is another graph, profiled on its own). The CPU-only decode is
+# always compared too (`cpu`).
 
 # %%
-seed_low, seed_prof = graphs[("im2col-f16", "data", 0)]
-cal = calibrate(model, {"cpu": CPU_BASELINE_MS, "hexagon-v0.15.2": MEASURED_V0152_MS}, seed_prof, FRAMES, seed_low)
-print(cal.summary())
-fitted = tomllib.loads(cal.profile_text)["perf"]  # the fitted [perf] table, as `kzlab calibrate -o` writes it
-calibrated = {}
-for name, (profile, chunk) in configs.items():
-    low, prof = graphs[("im2col-f16", "data", chunk)]
-    pl = kzlab.simulate(model, profile, frames=FRAMES, lowering=low,
-                        predict={"cpu_profile": prof, "cpu_scale": cal.cpu_scale.value, "perf": {"HTP": fitted}})
-    calibrated[name] = pl
-    print(f"{name:22s} calibrated prediction {pl.predicted.total_ms:7.0f} ms ({pl.n_splits} splits, "
-          f"{pl.copied_bytes / 1e6:.0f} MB copied)")
-display(plots.predicted_stages(list(calibrated.values()), list(calibrated), baseline=cpu_only))
+seed_graph = kzlab.Lowering(mode="portable", conv="im2col-f16", conv_src1="data", resunit="ops", convt="col2im",
+                            snake="folded")
+CONFIGS = ["v0.15.2=hexagon-v0.15.2", "v0.15.3=hexagon-v0.15.3", "v0.15.2+chunk=hexagon-v0.15.2,mm_chunk=1024"]
+question = {"frames": FRAMES, "lowering": seed_graph, "cpu_baseline_ms": CPU_BASELINE_MS, "target_ms": TARGET_MS,
+            "draws": DRAWS, "seed": SEED, "cache": CACHE}
 
 # %% [markdown]
-# ## Which configuration to try first on the device
+# ## The answer from the stated ranges alone
+#
+# Every HTP parameter is drawn over the range its capability profile states (with the source of each range).
+# The boxes are p10-p90 of each total, the ticks the p50, the lines min-max; the right panels give, for each
+# pair, the ratio A/B and P(A faster than B), and how much of the decision's spread each parameter explains.
 
 # %%
-fits = [r for r in rows if r["fits 2 GB"] is not False]
-best = min(fits, key=lambda r: r["predicted ms"])
-first_v0152 = min((r for r in fits if r["config"] != "v0.15.3"), key=lambda r: r["predicted ms"])
-print(f"fastest predicted that fits the 2 GB HTP session: {best['config']}, conv {best['conv']}, "
-      f"src1={best['src1']}: {best['predicted ms']} ms ({best['vs CPU-only']} of the CPU-only decode)")
-print(f"  why: {best['HTP ms']} ms of its work on the HTP against {best['CPU ms']} ms left on the CPU, "
-      f"{best['splits']} splits ({best['sync ms']} ms of dispatch), {best['copied MB']} MB copied, "
-      f"{best['HTP MB']} MB of HTP memory")
-print(f"without upgrading ggml-hexagon: {first_v0152['config']}, conv {first_v0152['conv']}, "
-      f"src1={first_v0152['src1']}: {first_v0152['predicted ms']} ms")
-calib = {k: round(v.predicted.total_ms) for k, v in calibrated.items()}
-print(f"with the HTP split cost calibrated from the device's totals: {calib}")
-print("assumed in every row above:", sorted(set(placements[("v0.15.3", "ktap", "data")].predicted.assumed)))
+prior = kzlab.whatif(model, CONFIGS, **question)
+print(prior.summary())
+display(plots.decision(prior))
+
+# %% [markdown]
+# Per stage (bars p50, dark whiskers p10-p90, faint min-max), the CPU-only decode as black ticks: where the
+# configurations differ, and how little of it the stated ranges pin down.
+
+# %%
+changes = [name for name in prior.placements if name != "cpu"]
+display(plots.predicted_stages([prior.placements[n] for n in changes], changes, baseline=prior.placements["cpu"]))
+v0152 = prior.decision.configs["v0.15.2"]["range"]
+inside = v0152["min"] <= MEASURED_V0152_MS <= v0152["max"]
+print(f"v0.15.2 from the stated ranges: p10 {v0152['p10']:.0f}, p50 {v0152['p50']:.0f}, p90 {v0152['p90']:.0f} ms "
+      f"(min {v0152['min']:.0f}, max {v0152['max']:.0f}); the device measured {MEASURED_V0152_MS} ms: "
+      + ("inside the range" if inside else "OUTSIDE the range: the model lacks a cost or a range is too narrow"))
+for name, pl in prior.placements.items():
+    print(f"{name:16s}", "; ".join(m.verdict() for m in pl.memory.values()))
+
+# %% [markdown]
+# ## Calibrated on the device's two totals
+#
+# The two totals measured on the tablet constrain the parameters jointly: draws that do not reproduce both
+# (within their run-to-run spread) are dropped, the rest are the posterior. The calibration says which
+# parameters the totals narrowed (identified) and which they left at their prior, and flags any that the totals
+# push against a bound of its plausible range (with the cost the model may lack). The other configurations
+# keep the spread the totals could not remove.
+
+# %%
+measured = {"cpu": CPU_BASELINE_MS, "v0.15.2": MEASURED_V0152_MS}
+post = kzlab.whatif(model, CONFIGS, measured=measured, **question)
+print(post.summary())
+display(plots.decision(post))
+
+# %%
+cal = post.posterior
+print("identified by the two totals:", ", ".join(cal.identified) or "none")
+print("left at their prior:", ", ".join(cal.prior_only) or "none")
+for f in cal.flags:
+    print("FLAG:", f["message"])
+if not cal.flags:
+    print("no parameter was pushed outside its plausible range")
+display(plots.predicted_stages([post.placements[n] for n in changes], changes, baseline=post.placements["cpu"]))
+
+# %% [markdown]
+# The conv lowering variants (`ktap`, `conv_src1=kernel`) are left out of this question: the CPU-only baseline
+# was measured on the device for the seed's graph only, and another graph's CPU-only time there is not known.
+#
+# ## Which change to try first
+#
+# Printed from the calibrated answer: the decision `kzlab.whatif` reports (the two configurations with the
+# lowest medians), the two changes not yet tried on the device against each other, the chance of reaching the
+# target, and the one device measurement that would move the decision most.
+
+# %%
+dec = post.decision
+dd = dec.decision
+state = "settled" if dd["settled"] else "not settled: measure before choosing"
+print(f"{dd['a']} before {dd['b']}: P({dd['a']} faster than {dd['b']}) = {dd['p_a_faster']:.2f} on {dec.draws} "
+      f"paired draws calibrated on the device's totals ({state}).")
+was = prior.decision.decision
+print(f"  from the stated ranges alone: P({was['a']} faster than {was['b']}) = {was['p_a_faster']:.2f}")
+
+
+def p_faster(d, a, b):
+    """P(a faster than b) from the decision's pairs (either order)."""
+    for pair in d.pairs:
+        if (pair["a"], pair["b"]) == (a, b):
+            return pair["p_a_faster"]
+        if (pair["a"], pair["b"]) == (b, a):
+            return 1.0 - pair["p_a_faster"]
+    raise KeyError((a, b))
+
+
+untried = sorted((n for n in changes if n not in measured), key=lambda n: dec.configs[n]["range"]["p50"])
+for a, b in zip(untried, untried[1:], strict=False):
+    print(f"  of the changes not yet tried: P({a} faster than {b}) = {p_faster(dec, a, b):.2f} "
+          f"(from the stated ranges alone {p_faster(prior.decision, a, b):.2f})")
+for n in untried:
+    for today in measured:  # what runs on the device today, as measured
+        print(f"  P({n} faster than {today} as measured today) = {p_faster(dec, n, today):.2f}")
+for name, p in dec.target.items():
+    print(f"  P({name} within {TARGET_MS} ms) = {p:.2f}")
+if dec.next_measurements:
+    m = dec.next_measurements[0]
+    share = next(s["share"] for s in dec.sensitivity if s["parameter"] == m["parameter"])
+    print(f"Next measurement: {m['parameter']} (explains {share:.0%} of the decision's spread alone; knowing it "
+          f"takes the log-ratio spread from {m['spread_before']:.2f} to {m['spread_after']:.2f}, settled afterwards "
+          f"in {m['p_settled_after']:.0%} of cases)")
+    print(f"  on the device: {m['command']}")
+    print(f"  then: {m['then']}")

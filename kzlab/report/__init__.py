@@ -7,5 +7,6 @@ machine and versions of each run.
 """
 
 from kzlab.report.render import audio_tag, figure_tag, render, write_report
+from kzlab.report.whatif_section import read_whatif, whatif_html
 
-__all__ = ["audio_tag", "figure_tag", "render", "write_report"]
+__all__ = ["audio_tag", "figure_tag", "read_whatif", "render", "whatif_html", "write_report"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -15,16 +14,10 @@ import numpy as np
 
 from kzlab import plots
 from kzlab.audio import snr_db, snr_text, wav_bytes
+from kzlab.report.elements import figure_tag, table
+from kzlab.report.whatif_section import whatif_html
 
 TEMPLATE = Path(__file__).with_name("template.html")
-
-
-def figure_tag(fig, alt: str = "", dpi: int = 80) -> str:
-    """A matplotlib Figure as an inline base64 PNG <img>."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
 def audio_tag(wav: np.ndarray, sample_rate: int = 24000, label: str = "") -> str:
@@ -34,27 +27,6 @@ def audio_tag(wav: np.ndarray, sample_rate: int = 24000, label: str = "") -> str
         f'<figure><figcaption>{html.escape(label)} ({len(wav) / sample_rate:.2f} s, {sample_rate} Hz)'
         f'</figcaption><audio controls preload="metadata" src="data:audio/wav;base64,{data}"></audio></figure>'
     )
-
-
-def table(rows: Sequence[Mapping[str, Any]] | Mapping[str, Any], cols: Sequence[str] | None = None) -> str:
-    """Rows of dicts (or one dict as key/value rows) as an HTML table."""
-    if isinstance(rows, Mapping):
-        rows = [{"key": k, "value": v} for k, v in rows.items()]
-    rows = list(rows)
-    if not rows:
-        return '<p class="note">(none)</p>'
-    cols = list(cols or rows[0].keys())
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = []
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c, "")
-            num = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
-            text = f"{v:.4g}" if isinstance(v, float | np.floating) else str(v)
-            cells.append(f'<td class="num">{html.escape(text)}</td>' if num else f"<td>{html.escape(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def what_ran(rec) -> dict[str, Any]:
@@ -71,24 +43,42 @@ def what_ran(rec) -> dict[str, Any]:
     }
 
 
+def _range_row(name: str, r: Mapping[str, Any] | None, p50: float) -> dict[str, Any]:
+    """One row of a range table: p10, p50, p90, min, max (a record without draws: its point value)."""
+    r = plots.span_of(r, p50)
+    return {"": name, "p10": r["p10"], "p50": r["p50"], "p90": r["p90"], "min": r["min"], "max": r["max"]}
+
+
 def prediction_html(pl) -> str:
-    """A placement's predicted time and memory: totals, per stage, every parameter with its source (the assumed
-    ones marked), and each backend's memory against its budget. '' when it was not predicted."""
+    """A placement's predicted time and memory: the total as a range over the draws, per backend and per stage,
+    every parameter with its range and source (the assumed ones marked), and each backend's memory against its
+    budget. '' when it was not predicted."""
     pred = plots.field(pl, "predicted")
     if pred is None:
         return ""
     d = pred if isinstance(pred, Mapping) else pred.to_dict()
     parts = ["<h3>Predicted time and memory</h3>"]
-    head = {"predicted total ms": d["total_ms"], **{f"{k} ms": v for k, v in d["by_backend_ms"].items()},
-            "input copies ms": d["copy_ms"], "split synchronisation ms": d["sync_ms"]}
-    parts.append(table(head))
-    parts.append(table([{"stage": k, "ms": v} for k, v in d["by_stage_ms"].items()]))
+    r = plots.total_span(d)
+    n = r.get("draws") or 0
+    parts.append(f"<p>predicted total: <b>{plots.range_text(r)}</b>, min {r['min']:.0f}, max {r['max']:.0f} ms over "
+                 f"{n} draws of the uncertain parameters (seed {d.get('seed', 0)}); "
+                 f"{d.get('nominal_ms', d['total_ms']):.0f} ms at their stated values. The total is the p50.</p>")
+    rows = [_range_row("total", d.get("range"), d["total_ms"])]
+    rows += [_range_row(k, (d.get("backend_ranges") or {}).get(k), v) for k, v in d["by_backend_ms"].items()]
+    parts.append(table(rows, ["", "p10", "p50", "p90", "min", "max"]))
+    parts.append(table({"input copies ms (p50)": d["copy_ms"], "split synchronisation ms (p50)": d["sync_ms"],
+                        "cache maintenance ms (p50)": d.get("cache_ms", 0.0)}))
+    stages = d.get("stage_ranges") or {}
+    parts.append(table([{**_range_row(k, stages.get(k), v), "stage": k} for k, v in d["by_stage_ms"].items()],
+                       ["stage", "p10", "p50", "p90", "min", "max"]))
     assumed = set(d.get("assumed", []))
-    rows = [{**p, "assumed": "yes" if p["name"] in assumed else ""} for p in d["parameters"]]
+    rows = [{**p, "low": p.get("low", ""), "high": p.get("high", ""), "assumed": "yes" if p["name"] in assumed else ""}
+            for p in d["parameters"]]
     if assumed:
-        parts.append(f'<p class="note">this prediction rests on {len(assumed)} assumed value(s): replace them with '
-                     "measurements (a CPU profile, device op logs, `kzlab calibrate`)</p>")
-    parts.append(table(rows, ["name", "value", "unit", "source", "assumed"]))
+        parts.append(f'<p class="note">this prediction rests on {len(assumed)} assumed value(s), drawn over their '
+                     "ranges (low .. high): replace them with measurements (a CPU profile, device op logs, "
+                     "`kzlab whatif --measured`, `kzlab calibrate`)</p>")
+    parts.append(table(rows, ["name", "value", "low", "high", "unit", "source", "assumed"]))
     mem = plots.field(pl, "memory") or {}
     mrows = []
     for name, m in mem.items():
@@ -100,6 +90,44 @@ def prediction_html(pl) -> str:
                       "largest": ", ".join(f"{t['name']} {t['bytes'] / 1e6:.1f} MB" for t in m.get("largest", [])[:3])})
     if mrows:
         parts.append("<h4>Memory per backend (measured with ggml's allocator on this graph)</h4>" + table(mrows))
+    return "\n".join(parts)
+
+
+#: paired draws of a report's or the Workbench's A/B
+AB_DRAWS = 1000
+
+
+def paired_ab(a, b) -> tuple[Any, str]:
+    """(the Decision of runs a and b's predicted placements on paired draws, '') or (None, why not)."""
+    from kzlab.analysis.paired import paired_decision
+    from kzlab.errors import KzlabError
+
+    pa, pb = plots.field(a, "placement"), plots.field(b, "placement")
+    if pa is None or pb is None or plots.field(pa, "predicted") is None or plots.field(pb, "predicted") is None:
+        return None, "the paired A/B needs both placements predicted"
+    try:
+        return paired_decision({"A": pa, "B": pb}, draws=AB_DRAWS, seed=0), ""
+    except KzlabError as e:
+        return None, f"no paired A/B: {e}"
+
+
+def paired_ab_html(dec, why: str = "") -> str:
+    """The predicted A/B as probabilities: each total's range on the shared draws, P(A faster than B), the ratio's
+    p10/p50/p90 and what drives it."""
+    if dec is None:
+        return f'<p class="note">{html.escape(why)}</p>' if why else ""
+    d = dec.to_dict() if hasattr(dec, "to_dict") else dict(dec)
+    pair = d["pairs"][0]
+    q = pair["ratio"]
+    parts = [f"<h3>Predicted A/B on {d['draws']} paired draws</h3>",
+             f"<p>P(A faster than B) = <b>{pair['p_a_faster']:.2f}</b>; ratio A/B p10 {q['p10']:.2f}, p50 "
+             f"{q['p50']:.2f}, p90 {q['p90']:.2f} (each draw is one possible device for both)</p>",
+             table([_range_row(k, c["range"], c["range"]["p50"]) for k, c in d["configs"].items()],
+                   ["", "p10", "p50", "p90", "min", "max"])]
+    if d.get("sensitivity"):
+        parts.append(table([{"parameter": s["parameter"], "share of the variance": s["share"]}
+                            for s in d["sensitivity"][:5]]))
+    parts += [f'<p class="note">{html.escape(n)}</p>' for n in d.get("notes") or []]
     return "\n".join(parts)
 
 
@@ -212,6 +240,10 @@ def compare_section(a, b, ia: int, ib: int) -> str:
     parts.append(table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))]))
     parts.append(placement_diff_html(a, b))
     if a.placement is not None and b.placement is not None and a.placement.predicted and b.placement.predicted:
+        dec, why = paired_ab(a, b)
+        parts.append(paired_ab_html(dec, why))
+        if dec is not None:
+            parts.append(figure_tag(plots.decision(dec, title="A/B of the predicted placements"), "paired A/B"))
         parts.append(figure_tag(plots.predicted_stages([a.placement, b.placement], ["A", "B"]), "predicted A/B"))
     if a.profile is not None and b.profile is not None:
         r = plots.ratios(a.profile, b.profile)
@@ -228,8 +260,9 @@ def compare_section(a, b, ia: int, ib: int) -> str:
     return "\n".join(parts)
 
 
-def render(records: Iterable, title: str = "kzlab report") -> str:
-    """The whole report as one HTML string."""
+def render(records: Iterable, title: str = "kzlab report", whatifs: Iterable = ()) -> str:
+    """The whole report as one HTML string: each run, the A/B of the first two that succeeded, and each what-if
+    (a `WhatIf`, or the JSON `kzlab whatif --json` wrote, as read by `read_whatif`)."""
     from kzlab.environment import machine_info
     from kzlab.version import __version__
 
@@ -240,6 +273,7 @@ def render(records: Iterable, title: str = "kzlab report") -> str:
     if len(ok) >= 2:
         (ia, a), (ib, b) = ok[0], ok[1]
         body.append(compare_section(a, b, ia, ib))
+    body += [whatif_html(w, i + 1) for i, w in enumerate(whatifs)]
     page = Template(TEMPLATE.read_text()).substitute(
         title=html.escape(title),
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -253,9 +287,9 @@ def render(records: Iterable, title: str = "kzlab report") -> str:
     return page
 
 
-def write_report(records: Iterable, path: str | Path, title: str = "kzlab report") -> Path:
+def write_report(records: Iterable, path: str | Path, title: str = "kzlab report", whatifs: Iterable = ()) -> Path:
     """Render and write the report; returns its path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render(records, title), encoding="utf-8")
+    p.write_text(render(records, title, whatifs), encoding="utf-8")
     return p

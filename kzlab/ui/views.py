@@ -14,7 +14,15 @@ from typing import Any
 
 from kzlab import plots
 from kzlab.audio import snr_db, snr_text, wav_bytes, wav_length
-from kzlab.report.render import placement_diff_html, prediction_html, same_mode_note, table, what_ran
+from kzlab.report.render import (
+    paired_ab,
+    paired_ab_html,
+    placement_diff_html,
+    prediction_html,
+    same_mode_note,
+    table,
+    what_ran,
+)
 
 TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
 OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
@@ -97,7 +105,8 @@ def placement_view(rec) -> View:
                   + ", ".join(f"{k} {n}" for k, n in by.items()) + "</p>")
     if plots.field(pl, "predicted") is not None:  # the "predicted time and memory" view
         v.html.append(prediction_html(pl))
-        v.data["predicted_ms"] = pl.predicted.total_ms
+        v.data["predicted_ms"] = pl.predicted.total_ms  # the p50 of the draws
+        v.data["predicted_range"] = dict(pl.predicted.range)
         v.data["memory"] = {k: m.to_dict() for k, m in pl.memory.items()}
     if convs:
         v.html.append(table(convs, [c for c in plots.CONV_COLUMNS if c in convs[0]]))
@@ -140,6 +149,11 @@ def compare_view(a, b) -> View:
     if diff:
         v.html.append(diff)
         if a.placement.predicted is not None and b.placement.predicted is not None:
+            dec, why = paired_ab(a, b)  # P(A faster than B) and the ratio, on paired draws
+            v.html.append(paired_ab_html(dec, why))
+            if dec is not None:
+                v.data["paired"] = dec.to_dict()
+                v.figures.append(plots.decision(dec, title="A/B of the predicted placements"))
             v.figures.append(plots.predicted_stages([a.placement, b.placement], [a.label, b.label]))
     for rec in (a, b):
         if rec.wav is not None:

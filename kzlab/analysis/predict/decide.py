@@ -90,10 +90,10 @@ def known_spread(y: np.ndarray, x: np.ndarray) -> tuple[float, float]:
 
 
 def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None = None,
-           extra: dict[str, dict[str, Any]] | None = None, baseline: str | None = None) -> Decision:
+           extra: dict[str, dict[str, Any]] | None = None, baseline: str | set[str] | None = None) -> Decision:
     """Compare the configurations' `totals` (ms per draw, all on `draws`): ranges, pairs, targets, and the
-    decision between the two changes with the lowest medians (the `baseline`, what runs today, is compared in
-    the pairs but is not a change to try), with what drives it."""
+    decision between the two changes with the lowest medians (the `baseline`, what runs today or was already
+    measured, is compared in the pairs but is not a change to try), with what drives it."""
     names = list(totals)
     configs = {n: {"range": spread(t), **((extra or {}).get(n, {}))} for n, t in totals.items()}
     pairs = []
@@ -108,7 +108,8 @@ def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None 
     uncertain = [n for n in draws.names if draws.params[n].uncertain]
     decision: dict[str, Any] = {}
     sens: list[dict[str, Any]] = []
-    changes = [n for n in names if n != baseline]
+    known = {baseline} if isinstance(baseline, str) else set(baseline or ())
+    changes = [n for n in names if n not in known]
     if len(changes) < 2:
         changes = names
     if len(changes) >= 2:

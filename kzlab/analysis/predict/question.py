@@ -185,7 +185,8 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     for s in specs:
         low = base.replace(**s.options)
         placements[s.name] = simulate(m, s.profile, frames=frames, lowering=low, weights_on=s.weights_on,
-                                      predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops)})
+                                      predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
+                                               "cpu_baseline_profile": cpu_profile(base)})
     preds = {k: pl.predicted for k, pl in placements.items()}
     space = ParameterSpace()
     for k, p in preds.items():
@@ -205,7 +206,7 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         totals[k] = pl.predicted.costs.evaluate(shared, parts=False)["total"]
         extra[k] = {"splits": pl.n_splits, "memory": {b: mm.to_dict() for b, mm in (pl.memory or {}).items()},
                     "profile": pl.config["profile"], "lowering": pl.config["lowering_label"]}
-    dec = decide(totals, shared, target_ms, extra, baseline=CPU_CONFIG)
+    dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *measured})
     device = next((pl.config["backends"][0] for k, pl in placements.items() if k != CPU_CONFIG), "HTP")
     ctx = context_from(placements, device=f"{device}0", frames=frames)
     chosen = dec.decision.get("a")

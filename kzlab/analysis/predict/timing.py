@@ -211,13 +211,21 @@ def device_node_ms(
 
 
 def _cpu_term(prof: dict[str, Any], wall: float, norm: float, cpu_perf: BackendPerf | None,
-              cpu_scale: float | None, cpu_baseline_ms: float | None, params: list[Parameter]) -> CpuTerm:
-    """How the CPU nodes' profiled times scale, with the parameters that says."""
+              cpu_scale: float | None, cpu_baseline_ms: float | None, params: list[Parameter],
+              baseline_profile: Any = None) -> CpuTerm:
+    """How the CPU nodes' profiled times scale, with the parameters that says. The baseline total belongs to
+    `baseline_profile`'s graph (default: this one): another graph (a chunked one) is scaled by the same factor,
+    not forced to the same total."""
     src = f"measured here: {prof['config'].get('backend_label', 'cpu')} profile of this graph"
     if cpu_baseline_ms is not None:
         if not cpu_baseline_ms > 0:
             raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
-        mm = sum(float(n["time_ms"]) for n in prof["nodes"] if n.get("op") == "MUL_MAT") * norm
+        base = prof
+        if baseline_profile is not None:
+            base = read_profile(baseline_profile)
+            _, wall, total = cpu_times(base)
+            norm = wall / total
+        mm = sum(float(n["time_ms"]) for n in base["nodes"] if n.get("op") == "MUL_MAT") * norm
         params.append(Parameter("cpu.scale", cpu_baseline_ms / wall, "x",
                                 f"from the CPU-only baseline {cpu_baseline_ms:g} ms (at matmul_skew 1)"))
         params.append(Parameter("cpu.baseline_ms", float(cpu_baseline_ms), "ms",
@@ -250,6 +258,7 @@ def predict(
     extra_parameters: Iterable[Parameter] = (),
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
+    cpu_baseline_profile: Any = None,
 ) -> Prediction:
     """Predict one placement (nodes with op/backend/stage/flops/bytes, splits with backend and input bytes).
 
@@ -275,7 +284,8 @@ def predict(
         params.append(Parameter("cpu.profile_normalisation", norm, "x", f"{src} (plain wall / sum of node times)"))
         if prof["config"].get("backend") not in (["cpu"], "cpu"):
             notes.append(f"the cpu profile ran on {prof['config'].get('backend_label')}, not on the plain CPU")
-        cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params)
+        cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params,
+                             cpu_baseline_profile)
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)

@@ -20,7 +20,7 @@ from kzlab.analysis.predict.timing import Prediction, predict
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 #: the keys `predict=` accepts as a dict (the same names as the CLI's options)
-OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf", "draws", "seed")
+OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf", "draws", "seed", "cpu_baseline_profile")
 
 
 @dataclass
@@ -37,6 +37,8 @@ class PredictOptions:
     #: how many seeded draws of the uncertain parameters make the predicted distribution
     draws: int = DEFAULT_DRAWS
     seed: int = 0
+    #: the profile of the graph the CPU-only baseline was measured on, when it is not this placement's graph
+    cpu_baseline_profile: Any = None
 
     def __post_init__(self) -> None:
         check_draws(self.draws, self.seed)
@@ -135,7 +137,7 @@ def predict_placement(
                        f"measured on {r}: {', '.join(sorted({x.file for x in records if x.backend == r}))}")
              for r in sorted({x.backend for x in records})]
     pred = predict(nodes, splits, config, perf, options.cpu_profile, options.cpu_scale, options.cpu_baseline_ms,
-                   measured, extra, options.draws, options.seed)
+                   measured, extra, options.draws, options.seed, options.cpu_baseline_profile)
     names = [b.name for b in sim_backends]
     by_backend_copies: dict[str, int] = {}
     for (_addr, bi), nbytes in copies.items():

@@ -1,0 +1,58 @@
+"""How long `kzlab whatif` makes the user wait: the seed's three configurations, 1,000 draws, cold (an empty
+profile cache: every graph is profiled on the CPU) and warm (the cached profiles reused), each in a fresh process
+as a user runs it. Targets: at most 60 s cold, at most 5 s warm, on 2 cores.
+
+    python benchmarks/whatif_speed.py [--model full-f16.gguf] [--runs 3]
+
+(`--model` defaults to the built-in full-size synthetic decoder, written into the cache on first use.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SEED = ["--frames", "31", "--conv", "im2col-f16", "--conv-src1", "data", "--resunit", "ops", "--convt", "col2im",
+        "--snake", "folded", "--cpu-baseline-ms", "3340", "--config", "v0.15.2=hexagon-v0.15.2",
+        "--config", "v0.15.3=hexagon-v0.15.3", "--config", "v0.15.2+chunk=hexagon-v0.15.2,mm_chunk=1024",
+        "--target-ms", "800", "--draws", "1000", "-q"]
+
+
+def timed(model: str, cache: str) -> float:
+    env = dict(os.environ, KZLAB_CACHE=cache)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kzlab.cli", "whatif", model, *SEED], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    model = args.model
+    if model is None:
+        from kzlab.app.builtins import resolve_model
+
+        model = str(resolve_model("synthetic"))
+    colds, warms = [], []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory() as cache:
+            colds.append(timed(model, cache))
+            warms.append(timed(model, cache))
+    cold, warm = statistics.median(colds), statistics.median(warms)
+    print(f"kzlab whatif, seed graph (31 frames), 3 configurations + cpu, 1000 draws, {os.cpu_count()} cores")
+    print(f"cold (empty profile cache): median {cold:.1f} s of {', '.join(f'{x:.1f}' for x in colds)}  "
+          f"target <= 60 s: {'met' if cold <= 60 else 'MISSED'}")
+    print(f"warm (profiles cached):     median {warm:.1f} s of {', '.join(f'{x:.1f}' for x in warms)}  "
+          f"target <= 5 s: {'met' if warm <= 5 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -439,7 +439,7 @@ class Profiler:
         self,
         frames: int,
         inputs: dict,
-        start: str = "quantizer",
+        start: str | None = None,
         repeat: int = 5,
         warmup: int = 1,
         progress: ProgressFn | bool | None = None,

@@ -127,9 +127,17 @@ def load_model(
                     f"{raw.path}: no known layout fits this file (architecture {raw.architecture!r}); "
                     "give one with layout=... or run `kzlab layout infer`"
                 )
+            from kzlab.arch import known_architectures, unknown_family_error
+            from kzlab.errors import KzlabError
             from kzlab.formats.infer import infer_layout
 
-            proposal = infer_layout(raw)
+            try:
+                proposal = infer_layout(raw)
+            except KzlabError as e:
+                if raw.architecture is not None and raw.architecture not in known_architectures():
+                    # a GGUF of another kind (a language model...): say so first, then why inference failed
+                    raise type(e)(f"{unknown_family_error(raw.path, raw.architecture)} ({e})") from None
+                raise
             lm = proposal.layout
             label = ""
             known = {a for m in builtin_layouts() for a in m.architectures}

@@ -23,6 +23,7 @@ from kzlab.errors import InvalidModelError
 #: family name -> the module holding its `ARCH` (the data half); one line per family
 _FAMILIES: dict[str, str] = {
     "qwen3-tts-12hz": "kzlab.arch.qwen3_tts_12hz.spec",
+    "wavtokenizer-dec": "kzlab.arch.wavtokenizer.spec",
 }
 
 

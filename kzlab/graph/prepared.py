@@ -132,6 +132,10 @@ def prepare_weights(model: Model, low: LoweringPlan) -> dict[str, Prepared]:
     for role, w in model.weights.items():
         for p in _prepare_one(role, w, low, fam):
             out[p.name] = p
+    derived = getattr(arch, "derived_weights", None)
+    for name, values in (derived(model.hparams, low) if derived else {}).items():
+        v = np.ascontiguousarray(values, dtype=np.float32)
+        out[name] = Prepared(name, "F32", tuple(reversed(v.shape)), v, name)
     return out
 
 

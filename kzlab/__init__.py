@@ -1,4 +1,5 @@
-"""kzlab: a workbench for running neural audio decoders (Qwen3-TTS 12 Hz codec) with ggml, in notebooks.
+"""kzlab: a workbench for running neural audio codec decoders (GGUF files of the families in kzlab.arch) with
+ggml, in notebooks.
 
 This module is the facade: the public names, imported from the layers below (ARCHITECTURE.md). Nothing inside
 kzlab imports it.
@@ -103,6 +104,12 @@ _MOVED: dict[str, list[tuple[str, dict[str, str]]]] = {
     "kzlab.ui.models": [("kzlab.app.builtins", {}), ("kzlab.codes", {})],
     "kzlab.ui.runner": [("kzlab.app.runner", {}), ("kzlab.environment", {})],
     "kzlab.formats.convert": [("kzlab.app.convert", {})],
+    # 0.3: the first decoder family's own pieces moved into its folder (kzlab.arch.qwen3_tts_12hz)
+    "kzlab.model.hparams": [("kzlab.arch.qwen3_tts_12hz.hparams", {})],
+    "kzlab.model.roles": [("kzlab.arch.qwen3_tts_12hz.roles", {}), ("kzlab.model.model", {})],
+    "kzlab.graph.blocks": [
+        ("kzlab.arch.qwen3_tts_12hz.graph", {}), ("kzlab.arch.qwen3_tts_12hz.spec", {}), ("kzlab.graph.build", {})
+    ],
 }
 
 

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kzlab.version import __version__
 
     p = argparse.ArgumentParser(
-        prog="kzlab", description="Run, profile and inspect Qwen3-TTS 12 Hz decoders with ggml."
+        prog="kzlab", description="Run, profile and inspect neural audio codec decoders (GGUF) with ggml."
     )
     p.add_argument("--version", action="version", version=f"kzlab {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

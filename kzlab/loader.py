@@ -10,15 +10,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from kzlab.arch import Arch, families, family_names, get_arch
 from kzlab.errors import InvalidModelError, LayoutError
 from kzlab.formats import reader
 from kzlab.formats.layout import LayoutMap, builtin_layouts, get_layout
-from kzlab.model.checks import check_counts, check_hparams, count_nonfinite
-from kzlab.model.hparams import HParams, hparams_from
-from kzlab.model.model import QK8_0, Model, Weight, to_f32
-from kzlab.model.roles import Role, decoder_roles
+from kzlab.model.checks import count_nonfinite
+from kzlab.model.model import QK8_0, Model, Role, Weight, to_f32
 
 
 def detect_layout(raw: reader.RawFile) -> LayoutMap | None:
@@ -130,9 +127,17 @@ def load_model(
                     f"{raw.path}: no known layout fits this file (architecture {raw.architecture!r}); "
                     "give one with layout=... or run `kzlab layout infer`"
                 )
+            from kzlab.arch import known_architectures, unknown_family_error
+            from kzlab.errors import KzlabError
             from kzlab.formats.infer import infer_layout
 
-            proposal = infer_layout(raw)
+            try:
+                proposal = infer_layout(raw)
+            except KzlabError as e:
+                if raw.architecture is not None and raw.architecture not in known_architectures():
+                    # a GGUF of another kind (a language model...): say so first, then why inference failed
+                    raise type(e)(f"{unknown_family_error(raw.path, raw.architecture)} ({e})") from None
+                raise
             lm = proposal.layout
             label = ""
             known = {a for m in builtin_layouts() for a in m.architectures}
@@ -145,7 +150,20 @@ def load_model(
         shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
         notes.append(f"{len(unmapped)} tensors not used by the decoder: {shown}")
     values = {**lm.hparams, **(overrides or {})}
-    return model_from_mapping(raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks)
+    return model_from_mapping(
+        raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks, family=layout_family(lm)
+    )
+
+
+def layout_family(lm: LayoutMap) -> str:
+    """The decoder family whose roles a layout map names: its own `family`, else the family of the
+    architectures it accepts, else the first registered family."""
+    if lm.family:
+        return lm.family
+    for a in families():
+        if set(lm.architectures) & set(a.architectures):
+            return a.name
+    return family_names()[0]
 
 
 def model_from_mapping(
@@ -156,16 +174,19 @@ def model_from_mapping(
     check_finite: bool = True,
     overrides: dict[str, Any] | None = None,
     quirks: dict[str, str] | None = None,
+    family: str | None = None,
 ) -> Model:
-    """The Model of `raw` under `mapping` (role -> tensor name); `quirks`: metadata the layout is known to write
-    wrong (said once in the notes instead of a warning)."""
+    """The Model of `raw` under `mapping` (role -> tensor name) for a decoder `family` (kzlab.arch; default the
+    first registered); `quirks`: metadata the layout is known to write wrong (said once in the notes instead of
+    a warning)."""
     src = str(raw.path)
+    arch: Arch = get_arch(family or family_names()[0])
     shapes: dict[str, tuple[int, ...]] = {}
     for role, name in mapping.items():
         kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
     try:
-        hp = hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)
+        hp = arch.hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)
     except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
         # a tensor with too few axes or a metadata value of the wrong kind: name it instead of a traceback
         raise InvalidModelError(f"{src}: tensor shapes or metadata do not describe a decoder: {e}") from None
@@ -173,9 +194,8 @@ def model_from_mapping(
         from kzlab.formats.infer import apply_overrides
 
         hp = apply_overrides(hp, overrides, src)
-    check_hparams(hp, src)
-    check_counts(hp, raw.metadata, set(mapping), src)
-    roles = {r.name: r for r in decoder_roles(hp)}
+    arch.check(hp, raw.metadata, set(mapping), src)
+    roles = {r.name: r for r in arch.roles(hp)}
     extra = sorted(set(mapping) - set(roles))
     if extra:
         raise LayoutError(f"{src}: tensors map to roles this decoder does not have: {', '.join(extra[:8])}")
@@ -189,7 +209,7 @@ def model_from_mapping(
             )
         t = raw.tensors[mapping[role.name]]
         weights[role.name] = _checked_weight(src, role, t)
-    _divide_codebooks(weights, hp)
+    arch.finish_weights(weights, hp)
     if check_finite:
         for w in weights.values():
             bad = count_nonfinite(w.type, w.data)
@@ -236,14 +256,3 @@ def _checked_weight(src: str, role: Role, t: reader.RawTensor) -> Weight:
         data, ttype = to_f32(t.type, t.data, shape), "F32"
         return Weight(role.name, t.name, ttype, shape, data)
     return Weight(role.name, t.name, t.type, shape, data)
-
-
-def _divide_codebooks(weights: dict[str, Weight], hp: HParams) -> None:
-    """Codebooks stored as (embedding_sum, cluster_usage) become embedding_sum / max(usage, 1e-5)."""
-    for prefix in ["vq.first"] + [f"vq.rest.{i}" for i in range(hp.num_quantizers - 1)]:
-        usage = weights.pop(f"{prefix}.usage", None)
-        if usage is None:
-            continue
-        cb = weights[f"{prefix}.codebook"]
-        divided = cb.f32() / np.maximum(usage.f32(), 1e-5)[:, None]
-        weights[f"{prefix}.codebook"] = Weight(cb.role, cb.source, "F32", cb.shape, divided.astype(np.float32))

@@ -51,14 +51,9 @@ def as_rows(items: Iterable[Any] | None) -> list[dict]:
 
 
 def stage_order(stages: Iterable[str]) -> list[str]:
-    """Stages in graph order (quantizer, pre_conv, pre_transformer, upsample.i, decoder.i), unknown last."""
-
-    def key(s: str) -> tuple[int, int, str]:
-        head, _, tail = s.partition(".")
-        rank = {"quantizer": 0, "pre_conv": 1, "pre_transformer": 2, "upsample": 3, "decoder": 4}.get(head, 9)
-        return rank, int(tail) if tail.isdigit() else 0, s
-
-    return sorted(set(stages), key=key)
+    """Stages in the order they first appear. Records list their stages in graph order (a profile's nodes, a
+    prediction's per-stage table), so that is the decoder's order, whatever its family; no figure hard-codes it."""
+    return list(dict.fromkeys(stages))
 
 
 def evolution_rows(rec: Any) -> list[dict]:
@@ -682,7 +677,7 @@ def compare(a: Any, b: Any, labels: tuple[str, str] = ("A", "B")) -> Figure:
     """Two runs side by side: milliseconds per block for each, and the ratio B/A per block and per op."""
     r = ratios(a, b)
     ta, tb = _times_by(a, "stage"), _times_by(b, "stage")
-    stages = stage_order(set(ta) | set(tb))
+    stages = stage_order([*ta, *tb])
     fig = Figure(figsize=(12, 4.2), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(1, 3, width_ratios=[3, 3, 2])
     x = np.arange(len(stages))

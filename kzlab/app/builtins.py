@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.errors import InvalidInputError, InvalidOptionError
-from kzlab.model.hparams import HParams
 
 #: decoders built into the cache on first use (full size)
 GENERATED = ("synthetic", "known-answer")

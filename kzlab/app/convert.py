@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
 from kzlab.formats.writer import write_gguf
 from kzlab.loader import load_model
-from kzlab.model.roles import decoder_roles
 from kzlab.progress import Progress, ProgressFn
 
 

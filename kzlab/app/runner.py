@@ -153,9 +153,15 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
             raise InvalidInputError("audio input needs the known-answer decoder (pick 'known-answer')")
         wav, _ = read_wav(spec.audio_path or SPEECH, hp.sample_rate)
         if spec.frames and spec.frames > 0:
-            wav = wav[: int(spec.frames) * hp.total_upsample]
+            wav = wav[: int(spec.frames) * dec.arch.samples_per_frame(hp)]
         return "latent", audio_to_latent(wav, hp), wav
     raise InvalidOptionError(f"input {spec.input!r}: one of {', '.join(INPUTS)}")
+
+
+def _frames_of(dec: Any, kind: str, x: np.ndarray) -> int:
+    """Code frames of a stage input `x` (its length over the stage's frames per code frame, as the family says)."""
+    stage = dec.arch.stage_aliases.get(kind, kind)
+    return max(1, x.shape[1] // dec.arch.stage_input_shape(dec.hparams, stage, 1)[1])
 
 
 def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering, prof_fn) -> dict:
@@ -227,7 +233,7 @@ def execute(
         elif prof_fn is None:
             rec.notes.append("profiler not available in this installation (kzlab.analysis.profile)")
         else:
-            codes = x if kind == "codes" else random_codes(dec.hparams, max(1, x.shape[1] // 4))
+            codes = x if kind == "codes" else random_codes(dec.hparams, _frames_of(dec, kind, x))
             try:
                 def within(done: int, total: int) -> None:  # the step moves with the profile's runs
                     step(3 + done / total, f"profiling: run {done}/{total}")
@@ -249,7 +255,7 @@ def execute(
             if sim is None:
                 rec.notes.append("placement simulator not available in this installation")
             else:
-                frames = x.shape[1] if kind == "codes" else max(1, x.shape[1] // 4)
+                frames = x.shape[1] if kind == "codes" else _frames_of(dec, kind, x)
                 codes = x if kind == "codes" else random_codes(dec.hparams, frames)
                 try:
                     predict = _prediction_inputs(spec, rec, path, codes, low, prof_fn) if spec.predict else None

@@ -17,8 +17,8 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output WAV (24 kHz, float32)")
     p.add_argument("--npy", help="also write the raw float32 samples as .npy")
     p.add_argument("--chunked", action="store_true", help="upstream chunked decode (300 frames + 25 of context)")
-    p.add_argument("--chunk-size", type=int, default=300)
-    p.add_argument("--left-context", type=int, default=25)
+    p.add_argument("--chunk-size", type=int, default=None, help="frames per chunk (default: the family's)")
+    p.add_argument("--left-context", type=int, default=None, help="frames of left context (default: the family's)")
     add_backend(p)
     add_lowering(p)
     p.set_defaults(func=run)
@@ -26,7 +26,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kzlab.audio import write_wav
-    from kzlab.graph.blocks import stage_names
     from kzlab.runtime.decoder import load
 
     codes = load_codes(args.codes)
@@ -40,13 +39,11 @@ def run(args) -> int:
             out = dec.decode(codes, intermediates=True)
             wav, stages = out.wav, out.stages
         dt = time.perf_counter() - t0
-        hp = dec.hparams
         if stages:
-            names = ["decoder.0"] + [f"decoder.{i}" for i in range(1, hp.n_blocks + 1)]
+            names = dec.arch.summary_stages(dec.hparams)
             ts = [stages[n].shape[1] for n in names]
             print("T-evolution " + " -> ".join(str(t) for t in ts) + " samples")
             print("channels    " + " -> ".join(str(stages[n].shape[0]) for n in names) + " -> 1")
-            assert [n for n in stage_names(hp)][-1] in stages
         write_wav(args.output, wav, dec.sample_rate)
         if args.npy:
             np.save(args.npy, wav.astype(np.float32))

@@ -15,6 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from kzlab.arch import arch_of
     from kzlab.loader import load_model
 
     m = load_model(args.model, layout=args.layout)
@@ -22,7 +23,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    hp = info["hparams"]
+    arch = arch_of(m.hparams)
+    print(f"family      {arch.name} ({arch.label})")
     print(f"file        {info['path']} ({info['file_size'] / 1e6:.1f} MB, {info['kind']})")
     print(f"layout      {info['layout']}   architecture {info['architecture']}")
     print(f"parameters  {info['n_params']:,} in {info['n_tensors']} tensors")
@@ -30,18 +32,8 @@ def run(args) -> int:
         "dtypes      "
         + ", ".join(f"{k}: {v} ({info['dtype_bytes'][k] / 1e6:.1f} MB)" for k, v in info["dtypes"].items())
     )
-    print(
-        f"quantizer   {hp['num_quantizers']} codebooks of {hp['codebook_size']} x {hp['vq_dim']} "
-        f"-> {hp['codebook_dim']}"
-    )
-    print(
-        f"transformer {hp['num_layers']} layers, hidden {hp['hidden_size']}, {hp['num_heads']} heads of "
-        f"{hp['head_dim']}, ffn {hp['intermediate_size']}, window {hp['sliding_window']}"
-    )
-    print(
-        f"upsampling  {hp['upsampling_ratios']} then {hp['upsample_rates']}, latent {hp['latent_dim']}, "
-        f"decoder_dim {hp['decoder_dim']}"
-    )
+    for label, text in arch.describe(m.hparams):
+        print(f"{label:<11} {text}")
     for n in info["notes"]:
         print(f"note        {n}")
     return 0

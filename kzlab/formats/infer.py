@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kzlab.arch.qwen3_tts_12hz.hparams import METADATA_ALIASES, HParams, _pick, hparams_from, replace
+from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
 from kzlab.errors import InvalidOptionError, LayoutError
 from kzlab.formats.layout import LayoutMap
 from kzlab.formats.reader import RawFile
-from kzlab.model.hparams import METADATA_ALIASES, HParams, _pick, hparams_from, replace
-from kzlab.model.roles import decoder_roles
 
 # --- words --------------------------------------------------------------------------------------------
 # A small multilingual vocabulary (English, French, German, Spanish, Italian; common abbreviations).

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
+from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
 from kzlab.errors import InvalidInputError, InvalidOptionError
 from kzlab.formats.synth import PRESETS, random_weight
 from kzlab.formats.writer import write_gguf
-from kzlab.model.hparams import HParams
-from kzlab.model.roles import Role, decoder_roles
+from kzlab.model.model import Role
 
 SNAKE_ALPHA = -30.0
 SNAKE_BETA = 10.0

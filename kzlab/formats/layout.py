@@ -7,6 +7,7 @@ A map is a small TOML file. Its `[tensors]` table maps a regular expression over
     [layout]
     name = "my-converter"
     architectures = ["qwen3-tts-tokenizer"]     # optional: general.architecture values it accepts
+    family = "qwen3-tts-12hz"                   # optional: the decoder family (kzlab.arch) of its roles
     detect = ['^tok_dec\\.dec\\.1\\.res\\.4\\.']  # optional: each must match some tensor name
     ignore = ['^tok_enc\\.']                     # tensors to skip (the encoder)
 
@@ -52,6 +53,9 @@ class LayoutMap:
     hparams: dict[str, Any] = field(default_factory=dict)
     #: metadata this dialect is known to write wrong: hyperparameter name -> why (a note, not a warning)
     quirks: dict[str, str] = field(default_factory=dict)
+    #: the decoder family (kzlab.arch) whose roles the map names; "" = the one its architectures belong to, else
+    #: the first registered family
+    family: str = ""
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
@@ -88,7 +92,14 @@ class LayoutMap:
         quirks = d.get("quirks", {})
         if not isinstance(quirks, dict) or not all(isinstance(v, str) for v in quirks.values()):
             raise LayoutError(f"layout map {source}: [quirks] must map hyperparameter names to explanations")
+        family = str(head.get("family", ""))
+        if family:
+            from kzlab.arch import family_names
+
+            if family not in family_names():
+                raise LayoutError(f"layout map {source}: unknown family {family!r} ({', '.join(family_names())})")
         return cls(
+            family=family,
             hparams=dict(hparams),
             quirks=dict(quirks),
             name=str(head.get("name", Path(source).stem if source else "custom")),

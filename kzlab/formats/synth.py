@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
+from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
 from kzlab.errors import InvalidOptionError
 from kzlab.formats.writer import write_gguf
-from kzlab.model.hparams import HParams
-from kzlab.model.roles import Role, decoder_roles
+from kzlab.model.model import Role
 
 PRESETS = {
     # the shipped Qwen3-TTS-Tokenizer-12Hz decoder (about 114 M parameters)

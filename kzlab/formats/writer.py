@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
+from kzlab.arch.qwen3_tts_12hz.roles import keeps_f16_in_q8_0
 from kzlab.errors import InvalidOptionError
-from kzlab.model.hparams import HParams
-from kzlab.model.roles import keeps_f16_in_q8_0
 
 ARCH = "qwen3-tts-tokenizer"
 OUTTYPES = ("f32", "f16", "q8_0")

@@ -134,6 +134,7 @@ class GraphBuilder:
         self.outputs: dict[str, Act] = {}
         self._path: list[str] = []
         self._last = None
+        self.final: Act | None = None
 
     # ---- naming -------------------------------------------------------------------------------------
     @contextmanager
@@ -177,6 +178,8 @@ class GraphBuilder:
             self.outputs[stage] = a
 
     def finish(self, final: Act):
+        #: the graph's last output (the waveform, or what the family's host post-processing starts from)
+        self.final = final
         for a in self.outputs.values():
             g.ggml_build_forward_expand(self.gf, a.t)
         g.ggml_build_forward_expand(self.gf, final.t)

@@ -28,6 +28,8 @@ SNAKE_CHOICES = ("auto", "fused", "folded", "raw")
 RESUNIT_CHOICES = ("auto", "fused", "ops")
 WTYPE_CHOICES = ("native", "f32", "f16", "bf16", "q8_0")
 MODE_CHOICES = ("auto", "portable", "fast")
+GELU_CHOICES = ("erf", "tanh")
+ISTFT_CHOICES = ("host", "graph")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
@@ -58,6 +60,10 @@ HELP = {
     "backends only; ops = the ggml ops the other options choose; auto = fused where every backend is the CPU or "
     "BLAS and the options it replaces (conv, conv_src1, mm_chunk, snake, wtype) are left at their defaults",
     "wtype": "weight type of matrix weights: native = as stored in the file, or requantized at load",
+    "gelu": "GELU of families that have one: erf = the exact form (PyTorch's); tanh = ggml_gelu's tanh approximation "
+    "(llama.cpp's graph)",
+    "istft": "inverse STFT of families whose head gives a spectrum: host = numpy after the graph (as llama.cpp); "
+    "graph = in ggml ops (inverse-DFT product, COL2IM_1D overlap-add), so it is profiled and placed too",
 }
 
 
@@ -74,6 +80,8 @@ class Lowering:
     wtype: str = "native"
     resunit: str = "auto"
     mode: str = "auto"
+    gelu: str = "erf"
+    istft: str = "host"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -84,6 +92,8 @@ class Lowering:
             ("snake", SNAKE_CHOICES),
             ("wtype", WTYPE_CHOICES),
             ("resunit", RESUNIT_CHOICES),
+            ("gelu", GELU_CHOICES),
+            ("istft", ISTFT_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -182,6 +192,10 @@ class Lowering:
             parts.append(f"chunk={self.mm_chunk}")
         if self.conv_tile and self.conv.startswith("im2col-f32"):
             parts.append(f"tile={self.conv_tile}")
+        if self.gelu != "erf":
+            parts.append(f"gelu={self.gelu}")
+        if self.istft != "host":
+            parts.append(f"istft={self.istft}")
         return " ".join(parts)
 
 

@@ -11,20 +11,20 @@ memory-mapped bytes, with no copy.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from kzlab.arch import arch_of
 from kzlab.graph.options import LoweringPlan
 from kzlab.model.model import Model, Weight
-from kzlab.model.roles import keeps_f16_in_q8_0
 
 QK8_0 = 32
 SNAKE_EPS = 1e-9
-#: the two convs of a BigVGAN residual unit, which a fused unit reads in its own layout
-RESUNIT_CONV = re.compile(r"^dec\.\d+\.res\.\d+\.conv[12]\.weight$")
-#: the transposed conv of a BigVGAN block, which a fused convt reads in its own layout
-BLOCK_CONVT = re.compile(r"^dec\.\d+\.convt\.weight$")
+#: roles no fused node reads (a family whose fused nodes read some names them: `Arch.fused_roles`)
+NO_FUSED_ROLES = {"resunit_conv": re.compile(r"(?!)"), "block_convt": re.compile(r"(?!)")}
 #: the largest F32 weight a fused transposed conv takes: each ggml thread runs its own product over its frames
 #: and so streams the whole weight; the first block's (75 MB at full size, 124 frames) is faster as col2im,
 #: whose one BLAS product splits the weight between the threads
@@ -89,14 +89,22 @@ def transpose(a: np.ndarray, block: int = 256) -> np.ndarray:
     return out
 
 
-def _pick_type(w: Weight, wtype: str, ne0: int, identity_layout: bool) -> str:
+class _Family(NamedTuple):
+    """What the weights' preparation asks the model's family: the roles its fused nodes read in their own layout,
+    and the matrices it keeps F16 under Q8_0."""
+
+    fused_roles: dict[str, re.Pattern]
+    keeps_f16: Callable[[str], bool]
+
+
+def _pick_type(w: Weight, wtype: str, ne0: int, identity_layout: bool, fam: _Family | None = None) -> str:
     """The type a src0 matrix weight gets, given the requested wtype and its row length."""
     if wtype == "native":
         if w.type == "Q8_0" and not (identity_layout and ne0 % QK8_0 == 0):
             return "Q8_0" if ne0 % QK8_0 == 0 else "F16"
         return w.type
     t = wtype.upper()
-    if t == "Q8_0" and (ne0 % QK8_0 or keeps_f16_in_q8_0(w.role)):
+    if t == "Q8_0" and (ne0 % QK8_0 or (fam is not None and fam.keeps_f16(w.role))):
         return "F16"  # rows that are not whole Q8_0 blocks stay F16, and so do the sensitive matrices
     return t
 
@@ -118,14 +126,20 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
 
 def prepare_weights(model: Model, low: LoweringPlan) -> dict[str, Prepared]:
     """Every weight of the model, laid out and typed for `low`. Keys are the graph's weight names."""
+    arch = arch_of(model.hparams)
+    fam = _Family(getattr(arch, "fused_roles", NO_FUSED_ROLES), arch.keeps_f16_in_q8_0)
     out: dict[str, Prepared] = {}
     for role, w in model.weights.items():
-        for p in _prepare_one(role, w, low):
+        for p in _prepare_one(role, w, low, fam):
             out[p.name] = p
+    derived = getattr(arch, "derived_weights", None)
+    for name, values in (derived(model.hparams, low) if derived else {}).items():
+        v = np.ascontiguousarray(values, dtype=np.float32)
+        out[name] = Prepared(name, "F32", tuple(reversed(v.shape)), v, name)
     return out
 
 
-def _prepare_one(role: str, w: Weight, low: LoweringPlan) -> list[Prepared]:
+def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[Prepared]:
     shape = w.shape
     if role.endswith(".codebook"):
         t = w.type if w.type in ("F32", "F16", "Q8_0") else "F32"
@@ -145,20 +159,20 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan) -> list[Prepared]:
         C, _, K = shape
         return [Prepared(role, "F32", (C, K), np.ascontiguousarray(w.f32().reshape(C, K).T), role)]
     if role.endswith("convt.weight"):
-        return [_prepare_convt(role, w, low)]
-    if low.fused_resunit and RESUNIT_CONV.search(role):
+        return [_prepare_convt(role, w, low, fam)]
+    if low.fused_resunit and fam.fused_roles["resunit_conv"].search(role):
         # the fused residual unit's products read numpy [K, C_in, C_out] F32 matrices: ne [C_out, C_in, K]
         cout, cin, k = shape
         return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
     if len(shape) == 3 and role.endswith(".weight"):
-        return [_prepare_conv(role, w, low)]
+        return [_prepare_conv(role, w, low, fam)]
     # linear [out, in] -> ne [in, out]
     out_f, in_f = shape
-    t = _pick_type(w, low.wtype, in_f, True)
+    t = _pick_type(w, low.wtype, in_f, True, fam)
     return [_matrix(role, w, lambda a: a, (in_f, out_f), t, True)]
 
 
-def _prepare_conv(role: str, w: Weight, low: LoweringPlan) -> Prepared:
+def _prepare_conv(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:
     cout, cin, k = w.shape
     if low.conv == "im2col-f32" and low.conv_src1 == "kernel" and cout == 1 and k > 1:
         # one output channel (the waveform conv): the activation is src0, the K taps are the 2-D src1, ne [C_in, K]
@@ -172,16 +186,17 @@ def _prepare_conv(role: str, w: Weight, low: LoweringPlan) -> Prepared:
         elif low.conv_src1 == "kernel":
             t = "F32"  # src1 must be F32 when the columns are F32
         else:
-            t = _pick_type(w, low.wtype, k * cin, True)
+            t = _pick_type(w, low.wtype, k * cin, True, fam)
         return _matrix(role, w, lambda a: a, (k * cin, cout), t, True)
     # ktap: one [Cin, Cout] matrix per tap, ne [Cin, Cout, K]
-    t = "F32" if low.conv_src1 == "kernel" else _pick_type(w, low.wtype, cin, k == 1)
+    t = "F32" if low.conv_src1 == "kernel" else _pick_type(w, low.wtype, cin, k == 1, fam)
     return _matrix(role, w, lambda a: a.transpose(2, 0, 1), (cin, cout, k), t, k == 1)
 
 
-def _prepare_convt(role: str, w: Weight, low: LoweringPlan) -> Prepared:
+def _prepare_convt(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:
     cin, cout, k = w.shape
-    if low.fused_convt and BLOCK_CONVT.search(role) and 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES:
+    fits = 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES
+    if low.fused_convt and fam.fused_roles["block_convt"].search(role) and fits:
         # the fused node's product reads numpy [C_in, K, C_out] F32: ne [C_out, K, C_in]
         p = _matrix(role, w, lambda a: a.transpose(0, 2, 1), (cout, k, cin), "F32", False)
         p.layout = "snake-convt"
@@ -194,5 +209,5 @@ def _prepare_convt(role: str, w: Weight, low: LoweringPlan) -> Prepared:
             t = "F16"
         return _matrix(role, w, lambda a: a, (k, cout, cin), t, True)
     # col2im: rows ordered oc*K + k, ne [Cin, Cout*K]: [Cin, Cout, K] seen as [Cin, Cout*K], transposed
-    t = _pick_type(w, low.wtype, cin, False)
+    t = _pick_type(w, low.wtype, cin, False, fam)
     return _matrix(role, w, lambda a: transpose(a.reshape(cin, cout * k)), (cin, cout * k), t, False)

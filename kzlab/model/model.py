@@ -14,9 +14,20 @@ from typing import Any
 import numpy as np
 
 from kzlab.errors import InvalidModelError
-from kzlab.model.hparams import HParams
 
 QK8_0 = 32
+
+
+@dataclass(frozen=True)
+class Role:
+    """A canonical tensor of a decoder family: its name, shape (PyTorch order), kind and whether it may be absent.
+
+    kind: "codebook", "conv", "convt", "dwconv", "linear", "vector", "usage" (a family may add its own)."""
+
+    name: str
+    shape: tuple[int, ...]
+    kind: str
+    optional: bool = False
 
 
 @dataclass
@@ -63,7 +74,8 @@ class Model:
 
     path: Path
     layout: str
-    hparams: HParams
+    #: the family's hyperparameters (its class names the family: kzlab.arch.arch_of)
+    hparams: Any
     weights: dict[str, Weight]
     metadata: dict[str, Any]
     file_size: int
@@ -88,9 +100,15 @@ class Model:
     def __getitem__(self, role: str) -> Weight:
         return self.weights[role]
 
+    @property
+    def family(self) -> str:
+        """The decoder family (kzlab.arch) these weights belong to."""
+        return type(self.hparams).family
+
     def info(self) -> dict[str, Any]:
         """What `kzlab info` prints."""
         return {
+            "family": self.family,
             "path": str(self.path),
             "kind": self.kind,
             "layout": self.layout,

@@ -95,11 +95,11 @@ def graph_compute_bytes(gf: Any, buft: Any) -> int:
         g.ggml_gallocr_free(alloc)
 
 
-def estimate_compute_bytes(session: Any, frames: int, start: str = "quantizer", stages: bool = False) -> int:
+def estimate_compute_bytes(session: Any, frames: int, start: str | None = None, stages: bool = False) -> int:
     """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer."""
     from ggml import ggml as g
 
-    from kzlab.graph.blocks import build_graph
+    from kzlab.graph.build import build_graph
 
     b = build_graph(session._ensure_weights(), session.plan, session.model.hparams, frames, start, stages)
     try:
@@ -109,8 +109,15 @@ def estimate_compute_bytes(session: Any, frames: int, start: str = "quantizer", 
         b.free()
 
 
-def suggest_chunk(session: Any, budget: int, frames: int, left_context: int = 25, start: str = "quantizer") -> int:
-    """The largest chunk_size (frames, before `left_context`) whose graph fits `budget`; 0 if none does."""
+def suggest_chunk(
+    session: Any, budget: int, frames: int, left_context: int | None = None, start: str | None = None
+) -> int:
+    """The largest chunk_size (frames, before `left_context`, default the family's) whose graph fits `budget`;
+    0 if none does."""
+    if left_context is None:
+        from kzlab.arch import arch_of
+
+        left_context = arch_of(session.model.hparams).left_context
     lo, hi = 0, frames
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -133,7 +140,9 @@ def check_session_budget(session: Any, frames: int, start: str, budget: Any = No
     if need <= limit:
         return
     hint = ""
-    if start == "quantizer":
+    from kzlab.graph.build import first_stage
+
+    if start is None or start == first_stage(session.model.hparams):
         fit = suggest_chunk(session, limit, frames)
         hint = (
             f"; decode in chunks: decode(codes, chunked=True, chunk_size={fit})"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kzlab.arch import Arch, arch_of
 from kzlab.codes import validate_codes
 from kzlab.errors import InvalidInputError
-from kzlab.graph.blocks import stage_input_shape, stage_names
 from kzlab.graph.options import Lowering, LoweringPlan
 from kzlab.loader import load_model
 from kzlab.model.model import Model
@@ -24,7 +24,13 @@ from kzlab.runtime.remote import RemoteSession
 from kzlab.runtime.session import Session
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends, is_rpc
 
-STAGE_ALIASES = {"latent": "decoder.0", "codes": "quantizer"}
+
+def __getattr__(name: str):
+    if name == "STAGE_ALIASES":  # kzlab 0.2 had the first family's aliases here; each family has its own now
+        from kzlab.arch import family_names, get_arch
+
+        return get_arch(family_names()[0]).stage_aliases
+    raise AttributeError(f"module 'kzlab.runtime.decoder' has no attribute {name!r}")
 
 
 @dataclass
@@ -92,24 +98,35 @@ class Decoder:
     def sample_rate(self) -> int:
         return self.model.hparams.sample_rate
 
+    @property
+    def arch(self) -> Arch:
+        """The decoder family (kzlab.arch): stages, chunking, samples per frame."""
+        return arch_of(self.hparams)
+
     def stages(self) -> list[str]:
-        return stage_names(self.hparams)
+        return [s.name for s in self.arch.stages(self.hparams)]
 
     # ---- decoding -----------------------------------------------------------------------------------------
     def decode(
         self,
         codes,
         chunked: bool = False,
-        chunk_size: int = 300,
-        left_context: int = 25,
+        chunk_size: int | None = None,
+        left_context: int | None = None,
         intermediates: bool = False,
         progress: ProgressFn | bool | None = None,
     ):
-        """Codes [16, T] -> waveform float32 [T * 1920] (a DecodeOutput when intermediates=True).
+        """Codes [n_codebooks, T] -> waveform float32 [T * samples per frame] (a DecodeOutput when
+        intermediates=True). A one-codebook family also takes codes [T].
 
+        `chunk_size` and `left_context` default to the family's (300 and 25 frames for the first family).
         `progress` (chunked decodes, per chunk): None = a bar unless kzlab is quiet, False = none, or fn(done,
         total)."""
+        if self.hparams.num_quantizers == 1 and np.ndim(codes) == 1:
+            codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, self.hparams)
+        chunk_size = self.arch.chunk_size if chunk_size is None else chunk_size
+        left_context = self.arch.left_context if left_context is None else left_context
         if chunked:
             if intermediates:
                 raise InvalidInputError("intermediates are not available with chunked=True")
@@ -120,18 +137,20 @@ class Decoder:
 
     def decode_from(self, stage: str, x, intermediates: bool = False):
         """Start at `stage` with its input x [C, T] (e.g. stage='decoder.0' or 'latent': the latent)."""
-        stage = STAGE_ALIASES.get(stage, stage)
+        aliases = self.arch.stage_aliases
+        stage = aliases.get(stage, stage)
         names = self.stages()
         if stage not in names:
-            raise InvalidInputError(f"unknown stage {stage!r}: one of {', '.join(names)} (or 'latent')")
-        if stage == "quantizer":
+            also = f" (or {', '.join(map(repr, aliases))})" if aliases else ""
+            raise InvalidInputError(f"unknown stage {stage!r}: one of {', '.join(names)}{also}")
+        if stage == names[0]:
             return self.decode(x, intermediates=intermediates)
         a = np.asarray(x)
         if not np.issubdtype(a.dtype, np.floating):
             raise InvalidInputError(f"the input of {stage} must be a float array; got {a.dtype}")
         if a.ndim == 3 and a.shape[0] == 1:
             a = a[0]
-        c_need = stage_input_shape(self.hparams, stage, 1)[0]
+        c_need = self.arch.stage_input_shape(self.hparams, stage, 1)[0]
         if a.ndim != 2 or a.shape[0] != c_need or a.shape[1] < 1:
             raise InvalidInputError(f"the input of {stage} must have shape [{c_need}, T]; got {list(a.shape)}")
         if not np.all(np.isfinite(a)):
@@ -142,7 +161,7 @@ class Decoder:
         return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
 
     def _frames_for(self, stage: str, t: int) -> int:
-        per = stage_input_shape(self.hparams, stage, 1)[1]
+        per = self.arch.stage_input_shape(self.hparams, stage, 1)[1]
         if t % per:
             raise InvalidInputError(f"the input of {stage} must have a length that is a multiple of {per}; got {t}")
         return t // per
@@ -155,7 +174,7 @@ class Decoder:
             raise InvalidInputError(f"chunk_size must be an integer >= 1; got {chunk_size!r}")
         if not isinstance(left_context, int) or left_context < 0:
             raise InvalidInputError(f"left_context must be an integer >= 0; got {left_context!r}")
-        up = self.hparams.total_upsample
+        up = self.arch.samples_per_frame(self.hparams)
         T = codes.shape[1]
         pieces = []
         start = 0
@@ -170,7 +189,7 @@ class Decoder:
                 bar.step()
         return np.concatenate(pieces)
 
-    def _run(self, frames: int, inputs: dict, start: str = "quantizer", stages: bool = False) -> dict:
+    def _run(self, frames: int, inputs: dict, start: str | None = None, stages: bool = False) -> dict:
         """session.run behind the memory-budget check (a worker session checks in its own process)."""
         if isinstance(self.session, RemoteSession):
             return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget)
@@ -187,10 +206,9 @@ class Decoder:
         self.close()
 
     def __repr__(self) -> str:
-        hp = self.hparams
         return (
-            f"Decoder({Path(self.model.path).name}, layout={self.model.layout}, latent={hp.latent_dim}, "
-            f"decoder_dim={hp.decoder_dim}, backend={self.backend_label}, {self.lowering.label()})"
+            f"Decoder({Path(self.model.path).name}, family={self.model.family}, layout={self.model.layout}, "
+            f"backend={self.backend_label}, {self.lowering.label()})"
         )
 
 

@@ -64,6 +64,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
+from kzlab.graph.build import family_graph
 from kzlab.graph.builder import TYPE_NAMES
 from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of, wait_computed
@@ -402,7 +403,7 @@ class Profiler:
         s = self.s
         s.backends.prepare(bg)
         s.set_inputs(bg, inputs)
-        out = bg.outputs["wav"].t
+        out = bg.builder.final.t
 
         def compute() -> int:
             status = self.bs.compute(bg)
@@ -419,7 +420,7 @@ class Profiler:
         g.ggml_backend_sched_set_eval_callback(sched, timer.cfunc, None)
         self.s.set_inputs(bg, inputs)
 
-        out = bg.outputs["wav"].t
+        out = bg.builder.final.t
 
         def compute() -> int:
             timer.start()  # on the compute thread, right before the graph
@@ -439,7 +440,7 @@ class Profiler:
         self,
         frames: int,
         inputs: dict,
-        start: str = "quantizer",
+        start: str | None = None,
         repeat: int = 5,
         warmup: int = 1,
         progress: ProgressFn | bool | None = None,
@@ -528,7 +529,9 @@ class Profiler:
                 if st.measured_alone:
                     nodes[st.compute[0]].times_ms = list(st.times_ms)
                 splits[min(st.split, len(splits) - 1)]["time_ms"] += st.time_ms
-            output = s.read(bg.outputs["wav"])[0].copy()
+            hp = s.model.hparams
+            read = {k: s.read(a) for k, a in bg.outputs.items()}
+            output = family_graph(hp).finish(read, s.plan, hp)["wav"][0].copy()
             return Measurement(
                 nodes=nodes,
                 splits=splits,

@@ -213,7 +213,7 @@ class RemoteSession:
         self,
         frames: int,
         inputs: dict[str, np.ndarray],
-        start: str = "quantizer",
+        start: str | None = None,
         stages: bool = False,
         memory_budget: Any = None,
     ) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ from ggml import ggml as g
 
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph import fused
-from kzlab.graph.blocks import build_graph
+from kzlab.graph.build import build_graph, family_graph, first_stage
 from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors
 from kzlab.graph.options import Lowering, LoweringPlan
 from kzlab.graph.prepared import prepare_weights
@@ -133,8 +133,10 @@ class Session:
         return self.weights
 
     # ---- graphs -------------------------------------------------------------------------------------------
-    def graph(self, frames: int, start: str = "quantizer", stages: bool = False) -> BuiltGraph:
-        """The built and allocated graph for this shape (cached); `stages` keeps every stage's output."""
+    def graph(self, frames: int, start: str | None = None, stages: bool = False) -> BuiltGraph:
+        """The built and allocated graph for this shape (cached); `stages` keeps every stage's output; `start`
+        defaults to the stage that takes codes."""
+        start = start or first_stage(self.model.hparams)
         key = (start, frames, stages)
         with self._lock:
             if key in self._graphs:
@@ -155,14 +157,8 @@ class Session:
     # ---- running ------------------------------------------------------------------------------------------
     def set_inputs(self, bg: BuiltGraph, inputs: dict[str, np.ndarray]) -> None:
         hp = self.model.hparams
-        T = bg.frames
-        feed = dict(inputs)
-        if "pos" in bg.builder.inputs:
-            feed["pos"] = np.arange(T, dtype=np.int32)
-            q = np.arange(T)[:, None]
-            k = np.arange(T)[None, :]
-            allowed = (k <= q) & (k > q - hp.sliding_window)
-            feed["mask"] = np.where(allowed, 0.0, -np.inf).astype(np.float32)
+        # inputs that follow from the shape (positions, masks...): the family's graph half says which
+        feed = {**family_graph(hp).feed(hp, bg.frames, bg.builder.inputs), **inputs}
         for name, t in bg.builder.inputs.items():
             if name not in feed:
                 raise KeyError(f"graph input {name!r} was not given")
@@ -227,16 +223,19 @@ class Session:
         return np.ascontiguousarray(out.T) if a.cl else out
 
     def run(
-        self, frames: int, inputs: dict[str, np.ndarray], start: str = "quantizer", stages: bool = False
+        self, frames: int, inputs: dict[str, np.ndarray], start: str | None = None, stages: bool = False
     ) -> dict[str, np.ndarray]:
+        """Outputs by name: every stage's with `stages`, else the waveform (`wav`, [1, samples]). A family whose
+        waveform is made on the host (its graph ends earlier) gets it from its graph half's `finish`."""
         with self._lock:
             bg = self.graph(frames, start, stages)
             self.backends.prepare(bg)
             self.set_inputs(bg, inputs)
             self.compute(bg)
-            if stages:
-                return {k: self.read(a) for k, a in bg.outputs.items()}
-            return {"wav": self.read(bg.outputs["wav"])}
+            out = {k: self.read(a) for k, a in bg.outputs.items()}
+            hp = self.model.hparams
+            out = family_graph(hp).finish(out, self.plan, hp)
+            return out if stages else {"wav": out["wav"]}
 
     def _worker(self) -> ComputeThread:
         if self._thread is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kzlab.graph.blocks import build_graph
+from kzlab.graph.build import build_graph
 from kzlab.graph.builder import GraphBuilder, LayerRecord, WeightTensors
 from kzlab.graph.options import LoweringPlan
 from kzlab.graph.prepared import prepare_weights

@@ -278,7 +278,7 @@ def conv_verdicts(nodes: list[NodePlacement], sim: Simulator, layers, low: Lower
         by_layer.setdefault(n.layer, []).append(i)
     out = []
     for r in layers:
-        if r.kind not in ("conv1d", "conv_transpose1d") or "groups" in r.extra or r.path.startswith("vq."):
+        if r.kind not in ("conv1d", "conv_transpose1d") or "groups" in r.extra or r.extra.get("projection"):
             continue
         idx = by_layer.get(r.path, [])
         mm = [i for i in idx if nodes[i].op == "MUL_MAT"]

@@ -7,17 +7,10 @@ order (numpy order of the GGUF data: the reverse of ggml's ne): conv [c_out, c_i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numpy as np
 
-from kzlab.model.hparams import HParams
-
-
-@dataclass(frozen=True)
-class Role:
-    name: str
-    shape: tuple[int, ...]
-    kind: str  # "codebook", "conv", "convt", "dwconv", "linear", "vector", "usage"
-    optional: bool = False
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
+from kzlab.model.model import Role, Weight
 
 
 def decoder_roles(hp: HParams) -> list[Role]:
@@ -105,3 +98,14 @@ Q8_0_KEEP_F16 = ("tfm.input_proj.weight", "tfm.output_proj.weight")
 
 def keeps_f16_in_q8_0(role: str) -> bool:
     return role in Q8_0_KEEP_F16 or role.endswith("convt.weight")
+
+
+def divide_codebooks(weights: dict[str, Weight], hp: HParams) -> None:
+    """Codebooks stored as (embedding_sum, cluster_usage) become embedding_sum / max(usage, 1e-5)."""
+    for prefix in ["vq.first"] + [f"vq.rest.{i}" for i in range(hp.num_quantizers - 1)]:
+        usage = weights.pop(f"{prefix}.usage", None)
+        if usage is None:
+            continue
+        cb = weights[f"{prefix}.codebook"]
+        divided = cb.f32() / np.maximum(usage.f32(), 1e-5)[:, None]
+        weights[f"{prefix}.codebook"] = Weight(cb.role, cb.source, "F32", cb.shape, divided.astype(np.float32))

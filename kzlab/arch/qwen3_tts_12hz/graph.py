@@ -1,4 +1,5 @@
-"""The decoder, one function per block, each computing exactly what the upstream PyTorch module does.
+"""The Qwen3-TTS 12 Hz decoder's graph half: one function per block, each computing exactly what the upstream
+PyTorch module does.
 
 Stage names match the reference fixtures: quantizer, pre_conv, pre_transformer, upsample.{i}, decoder.{i}.
 `build_decoder` can start at any stage (its input is then a float tensor of that stage's input shape) and
@@ -9,44 +10,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from ggml import ggml as g
 
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams
+from kzlab.arch.qwen3_tts_12hz.roles import RESIDUAL_DILATIONS
+from kzlab.arch.qwen3_tts_12hz.spec import stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder, WeightTensors
+from kzlab.graph.builder import Act, GraphBuilder
 from kzlab.graph.options import LoweringPlan
-from kzlab.model.hparams import HParams
-from kzlab.model.roles import RESIDUAL_DILATIONS
-
-
-def stage_names(hp: HParams) -> list[str]:
-    """All stages in order; `decoder.{n_blocks+2}` is the last conv (its output is before the clamp)."""
-    names = ["quantizer", "pre_conv", "pre_transformer"]
-    names += [f"upsample.{i}" for i in range(len(hp.upsampling_ratios))]
-    names += [f"decoder.{i}" for i in range(hp.n_blocks + 3)]
-    return names
-
-
-def stage_input_shape(hp: HParams, stage: str, frames: int) -> tuple[int, int]:
-    """(channels, T) of the input a stage takes, for `frames` code frames (torch order [C, T])."""
-    t = frames
-    if stage in ("quantizer",):
-        return hp.num_quantizers, t
-    if stage == "pre_conv":
-        return hp.codebook_dim, t
-    if stage == "pre_transformer":
-        return hp.latent_dim, t
-    ups = hp.upsampling_ratios
-    if stage.startswith("upsample."):
-        i = int(stage.split(".")[1])
-        return hp.latent_dim, t * math.prod(ups[:i])
-    t *= math.prod(ups)
-    i = int(stage.split(".")[1])
-    if i == 0:
-        return hp.latent_dim, t
-    nb = hp.n_blocks
-    if i <= nb:
-        return hp.block_channels(i)[0], t * math.prod(hp.upsample_rates[: i - 1])
-    return hp.out_channels, t * math.prod(hp.upsample_rates)
 
 
 # ---- blocks ----------------------------------------------------------------------------------------------
@@ -77,6 +49,7 @@ def quantizer(b: GraphBuilder, hp: HParams, codes, T: int) -> Act:
         t_out=T,
         macs=macs,
         macs_seed=macs,
+        extra={"projection": True},  # a codebook's projection: no conv verdict of its own
     ):
         y = b.linear(Act(first, True), "vq.first.output_proj.weight")
     if rest is None:
@@ -91,6 +64,7 @@ def quantizer(b: GraphBuilder, hp: HParams, codes, T: int) -> Act:
         t_out=T,
         macs=macs,
         macs_seed=macs,
+        extra={"projection": True},
     ):
         z = b.linear(Act(rest, True), "vq.rest.output_proj.weight")
         return Act(g.ggml_add(ctx, y.t, z.t), True)
@@ -378,16 +352,16 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
     return wav
 
 
-def build_graph(
-    weights: WeightTensors, plan: LoweringPlan, hp: HParams, frames: int, start: str = "quantizer",
-    keep_stages: bool = False,
-) -> GraphBuilder:
-    """The one place a decoder graph is built (decode, budget estimate, placement, scheduler check alike):
-    a GraphBuilder whose `gf` holds the graph from `start` to the waveform; the caller frees it."""
-    b = GraphBuilder(weights, plan, keep_stages=keep_stages)
-    try:
-        b.finish(build_decoder(b, hp, frames, start))
-    except BaseException:
-        b.free()
-        raise
-    return b
+def feed(hp: HParams, frames: int, inputs: dict) -> dict:
+    """The graph inputs the caller does not give: the transformer's positions and sliding-window mask."""
+    if "pos" not in inputs:
+        return {}
+    q = np.arange(frames)[:, None]
+    k = np.arange(frames)[None, :]
+    allowed = (k <= q) & (k > q - hp.sliding_window)
+    return {"pos": np.arange(frames, dtype=np.int32), "mask": np.where(allowed, 0.0, -np.inf).astype(np.float32)}
+
+
+def finish(outputs: dict, plan: LoweringPlan, hp: HParams) -> dict:
+    """Host post-processing of the graph's outputs: none, the graph ends at the waveform."""
+    return outputs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from kzlab.errors import InvalidModelError
 @dataclass(frozen=True)
 class HParams:
     """Everything the graph builders need to know about one decoder."""
+
+    #: the decoder family these describe (kzlab.arch)
+    family: ClassVar[str] = "qwen3-tts-12hz"
 
     codebook_size: int = 2048
     semantic_codebook_size: int = 2048
@@ -119,7 +122,7 @@ def hparams_from(
 ) -> HParams:
     """Derive hyperparameters from canonical tensor shapes (torch order), completed by metadata.
 
-    `shapes` maps canonical roles (see `kzlab.model.roles`) to shapes. Metadata values that contradict the
+    `shapes` maps canonical roles (see `kzlab.arch.qwen3_tts_12hz.roles`) to shapes. Metadata values that contradict the
     shapes are reported with a warning and ignored, except a value the file's layout is known to write wrong
     (`quirks`: name -> why), which is said once in `notes` instead.
     """

@@ -1,0 +1,121 @@
+"""The Qwen3-TTS 12 Hz codec decoder's data half: stages, their input shapes, chunking, and the `Arch` record.
+
+Stage names match the reference fixtures: quantizer, pre_conv, pre_transformer, upsample.{i}, decoder.{i}.
+Hyperparameters, roles and checks live beside this file (hparams.py, roles.py, checks.py); the graph half is
+graph.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kzlab.arch import Stage
+from kzlab.arch.qwen3_tts_12hz import checks, roles
+from kzlab.arch.qwen3_tts_12hz.hparams import HParams, hparams_from
+
+
+def stage_names(hp: HParams) -> list[str]:
+    """All stages in order; `decoder.{n_blocks+2}` is the last conv (its output is before the clamp)."""
+    names = ["quantizer", "pre_conv", "pre_transformer"]
+    names += [f"upsample.{i}" for i in range(len(hp.upsampling_ratios))]
+    names += [f"decoder.{i}" for i in range(hp.n_blocks + 3)]
+    return names
+
+
+def stage_input_shape(hp: HParams, stage: str, frames: int) -> tuple[int, int]:
+    """(channels, T) of the input a stage takes, for `frames` code frames (torch order [C, T])."""
+    t = frames
+    if stage in ("quantizer",):
+        return hp.num_quantizers, t
+    if stage == "pre_conv":
+        return hp.codebook_dim, t
+    if stage == "pre_transformer":
+        return hp.latent_dim, t
+    ups = hp.upsampling_ratios
+    if stage.startswith("upsample."):
+        i = int(stage.split(".")[1])
+        return hp.latent_dim, t * math.prod(ups[:i])
+    t *= math.prod(ups)
+    i = int(stage.split(".")[1])
+    if i == 0:
+        return hp.latent_dim, t
+    nb = hp.n_blocks
+    if i <= nb:
+        return hp.block_channels(i)[0], t * math.prod(hp.upsample_rates[: i - 1])
+    return hp.out_channels, t * math.prod(hp.upsample_rates)
+
+
+
+#: roles the fused CPU nodes read in their own layout (kzlab.graph.prepared): the two convs of a BigVGAN
+#: residual unit, and the transposed conv of a BigVGAN block
+FUSED_ROLES = {
+    "resunit_conv": re.compile(r"^dec\.\d+\.res\.\d+\.conv[12]\.weight$"),
+    "block_convt": re.compile(r"^dec\.\d+\.convt\.weight$"),
+}
+
+
+
+@dataclass(frozen=True)
+class Qwen3Tts12Hz:
+    """The family record (see kzlab.arch.Arch). Files are recognised by their layout maps (formats/layouts),
+    so `detect` only says whether a file's label is one of this family's."""
+
+    name: str = "qwen3-tts-12hz"
+    label: str = "Qwen3-TTS 12 Hz codec decoder"
+    architectures: tuple[str, ...] = ("qwen3-tts-tokenizer", "qwen3tts_tokenizer")
+    graph_module: str = "kzlab.arch.qwen3_tts_12hz.graph"
+    hparams_type: type = HParams
+    #: upstream chunked_decode's defaults
+    chunk_size: int = 300
+    left_context: int = 25
+    stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
+    fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: dict(FUSED_ROLES))
+
+    def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:
+        return architecture in self.architectures
+
+    def hparams_from(self, shapes, meta, source, quirks=None, notes=None) -> HParams:
+        return hparams_from(shapes, meta, source, quirks=quirks, notes=notes)
+
+    def check(self, hp: HParams, meta: dict[str, Any], roles_present: set[str], source: str) -> None:
+        checks.check_hparams(hp, source)
+        checks.check_counts(hp, meta, roles_present, source)
+
+    def roles(self, hp: HParams) -> list[roles.Role]:
+        return roles.decoder_roles(hp)
+
+    def finish_weights(self, weights: dict[str, Any], hp: HParams) -> None:
+        roles.divide_codebooks(weights, hp)
+
+    def stages(self, hp: HParams) -> list[Stage]:
+        return [Stage(n, n.split(".")[0], i) for i, n in enumerate(stage_names(hp))]
+
+    def stage_input_shape(self, hp: HParams, stage: str, frames: int) -> tuple[int, int]:
+        return stage_input_shape(hp, stage, frames)
+
+    def describe(self, hp: HParams) -> list[tuple[str, str]]:
+        """(label, text) lines for `kzlab info`."""
+        return [
+            ("quantizer", f"{hp.num_quantizers} codebooks of {hp.codebook_size} x {hp.vq_dim} -> {hp.codebook_dim}"),
+            ("transformer", f"{hp.num_layers} layers, hidden {hp.hidden_size}, {hp.num_heads} heads of "
+             f"{hp.head_dim}, ffn {hp.intermediate_size}, window {hp.sliding_window}"),
+            ("upsampling", f"{list(hp.upsampling_ratios)} then {list(hp.upsample_rates)}, latent {hp.latent_dim}, "
+             f"decoder_dim {hp.decoder_dim}"),
+        ]
+
+    def summary_stages(self, hp: HParams) -> list[str]:
+        """The stages a one-line T-evolution shows: the decoder's input and each upsampling block's output."""
+        return ["decoder.0"] + [f"decoder.{i}" for i in range(1, hp.n_blocks + 1)]
+
+    def samples_per_frame(self, hp: HParams) -> int:
+        return hp.total_upsample
+
+    def keeps_f16_in_q8_0(self, role: str) -> bool:
+        return roles.keeps_f16_in_q8_0(role)
+
+
+ARCH = Qwen3Tts12Hz()

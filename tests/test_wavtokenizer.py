@@ -126,3 +126,15 @@ def test_cli_info_and_decode(tmp_path, capsys, ref):
     assert main(["decode", str(GGUF), "--codes", str(codes), "-o", str(tmp_path / "o.wav"), "--npy", str(wav),
                  "--backend", "cpu", "--threads", "2"]) == 0
     assert snr_db(np.load(wav), ref["wav"]) >= 70.0
+
+
+def test_no_fused_nodes_so_every_run_is_portable_and_says_so():
+    """The family has no fused CPU nodes: `auto` resolves to the portable plan on the CPU too, and asking for the
+    fast mode is refused rather than recorded as what ran."""
+    from kzlab.errors import InvalidOptionError
+
+    m = kzlab.load_model(GGUF)
+    with kzlab.Decoder(m, backend="cpu", sched=False) as d:
+        assert d.session.plan.mode == "portable"
+    with pytest.raises(InvalidOptionError, match="no fused nodes"):
+        kzlab.Decoder(m, kzlab.Lowering(mode="fast"), backend="cpu", sched=False)

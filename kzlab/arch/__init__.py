@@ -57,6 +57,8 @@ class Arch(Protocol):
     left_context: int
     #: other names users give stages (e.g. 'latent', 'codes')
     stage_aliases: dict[str, str]
+    #: whether kzlab has fused CPU nodes for this family (`mode="fast"`); without them every run is portable
+    fused_nodes: bool
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:
         """Whether a file (its `general.architecture` and tensor names) is of this family."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from ggml import ggml as g
 
+from kzlab.arch import arch_of
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph import fused
 from kzlab.graph.build import build_graph, family_graph, first_stage
@@ -92,7 +93,7 @@ class Session:
             backends = BackendSpec.from_kw(backends, **backend_kw)
         elif backend_kw:
             raise InvalidOptionError("Session: a resolved backend set takes no further backend options")
-        resolved, self.plan = resolve_run(lowering, backends)
+        resolved, self.plan = resolve_run(lowering, backends, fused_nodes=arch_of(model.hparams).fused_nodes)
         self.backends: BackendSet = open_backends(resolved)
         self._lock = threading.RLock()
         self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}

@@ -176,12 +176,15 @@ class BackendSpec:
 
 
 def resolve_run(
-    lowering: Lowering | None, spec: BackendSpec | ResolvedBackends
+    lowering: Lowering | None, spec: BackendSpec | ResolvedBackends, fused_nodes: bool = True
 ) -> tuple[ResolvedBackends, LoweringPlan]:
     """The backends and the lowering plan a run will use, resolved together and once (an already resolved
-    backend set is kept as it is)."""
+    backend set is kept as it is). `fused_nodes=False`: the decoder family has no fused CPU nodes, so the plan
+    is the portable one on any backend (`mode="fast"` or a fused option is refused, never recorded as run)."""
     rb = spec if isinstance(spec, ResolvedBackends) else spec.resolve()
     low = lowering or Lowering()
     if isinstance(low, LoweringPlan):
         low = low.requested or low
+    if not fused_nodes:
+        return rb, low.resolve(False, where=f"{rb.label} with a decoder family that has no fused nodes")
     return rb, low.resolve(rb.cpu_only, where=rb.label)

@@ -73,6 +73,8 @@ class Qwen3Tts12Hz:
     chunk_size: int = 300
     left_context: int = 25
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
+    #: the fused residual-unit and SnakeBeta+transposed-conv CPU nodes (kzlab.graph.fused) apply
+    fused_nodes: bool = True
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: dict(FUSED_ROLES))
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:

@@ -248,6 +248,8 @@ class WavTokenizerDec:
     chunk_size: int = 300
     left_context: int = 50
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
+    #: no fused CPU nodes: every run builds ggml ops only (mode "portable"), on the CPU too
+    fused_nodes: bool = False
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:
         return architecture in self.architectures

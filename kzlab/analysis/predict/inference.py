@@ -48,6 +48,11 @@ MISSING_COST = {
 }
 
 
+#: what an identification from totals alone rests on
+CAVEAT = ("a parameter identified from totals alone carries any cost the model lacks; the next measurement that "
+          "times it directly confirms it")
+
+
 def missing_cost(name: str) -> str:
     for key, text in MISSING_COST.items():
         if key in name:
@@ -78,7 +83,8 @@ class Posterior:
     def to_dict(self) -> dict[str, Any]:
         return {"identified": self.identified, "prior_only": self.prior_only, "flags": list(self.flags),
                 "measured": dict(self.measured), "noise": self.noise, "effective_draws": self.ess,
-                "reproduced": self.reproduced, "parameters": self.parameters}
+                "reproduced": self.reproduced, "parameters": self.parameters,
+                "notes": [CAVEAT] if self.identified else []}
 
     def summary(self) -> str:
         lines = [f"calibrated on {', '.join(f'{k}={v:g} ms' for k, v in self.measured.items())} "
@@ -90,6 +96,8 @@ class Posterior:
             lines.append(f"  {p['parameter']}: {p['verdict']}, prior [{p['low']:.4g} .. {p['high']:.4g}] -> "
                          f"p10 {p['p10']:.4g} p50 {p['p50']:.4g} p90 {p['p90']:.4g} (spread x{p['shrink']:.2f})")
         lines += [f"  FLAG: {f['message']}" for f in self.flags]
+        if self.identified:
+            lines.append(f"  note: {CAVEAT}")
         return "\n".join(lines)
 
 

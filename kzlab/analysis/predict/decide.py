@@ -96,16 +96,19 @@ def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None 
     measured, is compared in the pairs but is not a change to try), with what drives it."""
     names = list(totals)
     configs = {n: {"range": spread(t), **((extra or {}).get(n, {}))} for n, t in totals.items()}
+    uncertain = [n for n in draws.names if draws.params[n].uncertain]
     pairs = []
     for a, b in itertools.combinations(names, 2):
         r = totals[a] / totals[b]
         rs = spread(r)
+        y = np.log(r)
+        top = variance_shares(y, draws, uncertain)[:3] if uncertain and np.var(y) > 0 else []
         pairs.append({"a": a, "b": b, "p_a_faster": float(np.mean(totals[a] < totals[b])),
-                      "ratio": {k: rs[k] for k in ("p10", "p50", "p90")}})
+                      "ratio": {k: rs[k] for k in ("p10", "p50", "p90")},
+                      "sensitivity": [{"parameter": n, "share": s} for n, s in top]})
     target = {}
     if target_ms is not None:
         target = {n: float(np.mean(t <= target_ms)) for n, t in totals.items()}
-    uncertain = [n for n in draws.names if draws.params[n].uncertain]
     decision: dict[str, Any] = {}
     sens: list[dict[str, Any]] = []
     known = {baseline} if isinstance(baseline, str) else set(baseline or ())

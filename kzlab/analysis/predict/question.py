@@ -88,8 +88,10 @@ class WhatIf:
         lines.append("pairs (P(A faster than B), ratio A/B p10 / p50 / p90):")
         for p in d.pairs:
             q = p["ratio"]
+            top = p.get("sensitivity") or []
+            rests = f"; rests on {top[0]['parameter']} ({top[0]['share']:.2f})" if top else ""
             lines.append(f"  {p['a']} vs {p['b']}: P = {p['p_a_faster']:.2f}, ratio {q['p10']:.2f} / {q['p50']:.2f} / "
-                         f"{q['p90']:.2f}")
+                         f"{q['p90']:.2f}{rests}")
         if d.target_ms is not None:
             lines.append(f"P(total <= {d.target_ms:g} ms): " + ", ".join(f"{k} {v:.2f}" for k, v in d.target.items()))
         if d.decision:

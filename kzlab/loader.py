@@ -98,9 +98,12 @@ def load_model(
     or unlabelled) is loaded through the map, with a warning and a note that say so (refused when `infer`
     is false, since then only a file's label and names together choose its dialect).
     `overrides` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`);
-    they win over the map's `[hparams]` table.
+    they win over the map's `[hparams]` table. A built-in name (`tiny`, `wavtokenizer-tiny`, `synthetic`...,
+    see kzlab.formats.named) works wherever a file does, unless a file of that name exists.
     """
-    raw = reader.read(path)
+    from kzlab.formats.named import resolve_name
+
+    raw = reader.read(resolve_name(path))
     notes: list[str] = []
     if layout is not None:
         lm = get_layout(layout)

@@ -80,7 +80,12 @@ def _normalise(role: str, kind: str | None, t: reader.RawTensor) -> tuple[int, .
     return shape
 
 
-_KIND_HINT = {"output_proj.weight": "linear", "input_proj.weight": "linear"}
+def _kind_hint(family: str) -> tuple[str, ...]:
+    """Role-name endings of a family's 1x1 projections that converters store with a size-1 kernel axis (its
+    files half's `LINEAR_ROLE_ENDINGS`): their shapes are read as matrices before the sizes are derived."""
+    from kzlab.formats.family_files import files_half
+
+    return tuple(getattr(files_half(family), "LINEAR_ROLE_ENDINGS", ()))
 
 
 def load_model(
@@ -185,8 +190,9 @@ def model_from_mapping(
     src = str(raw.path)
     arch: Arch = get_arch(family or family_names()[0])
     shapes: dict[str, tuple[int, ...]] = {}
+    hint = _kind_hint(arch.name)
     for role, name in mapping.items():
-        kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
+        kind = "linear" if role.endswith(hint) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
     try:
         hp = arch.hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)

@@ -55,6 +55,10 @@ def tensor_name(role: str) -> str:
 qwentts_name = tensor_name
 
 
+#: 1x1 projections some converters store with their kernel axis (the loader reads them as matrices)
+LINEAR_ROLE_ENDINGS = ("output_proj.weight", "input_proj.weight")
+
+
 def file_array(role: str, a: np.ndarray) -> np.ndarray:
     """qwentts.cpp keeps the 1x1 conv's kernel axis on the codebooks' output projections."""
     if role.endswith("output_proj.weight") and role.startswith("vq.") and a.ndim == 2:

@@ -80,7 +80,12 @@ def _normalise(role: str, kind: str | None, t: reader.RawTensor) -> tuple[int, .
     return shape
 
 
-_KIND_HINT = {"output_proj.weight": "linear", "input_proj.weight": "linear"}
+def _kind_hint(family: str) -> tuple[str, ...]:
+    """Role-name endings of a family's 1x1 projections that converters store with a size-1 kernel axis (its
+    files half's `LINEAR_ROLE_ENDINGS`): their shapes are read as matrices before the sizes are derived."""
+    from kzlab.formats.family_files import files_half
+
+    return tuple(getattr(files_half(family), "LINEAR_ROLE_ENDINGS", ()))
 
 
 def load_model(
@@ -98,9 +103,12 @@ def load_model(
     or unlabelled) is loaded through the map, with a warning and a note that say so (refused when `infer`
     is false, since then only a file's label and names together choose its dialect).
     `overrides` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`);
-    they win over the map's `[hparams]` table.
+    they win over the map's `[hparams]` table. A built-in name (`tiny`, `wavtokenizer-tiny`, `synthetic`...,
+    see kzlab.formats.named) works wherever a file does, unless a file of that name exists.
     """
-    raw = reader.read(path)
+    from kzlab.formats.named import resolve_name
+
+    raw = reader.read(resolve_name(path))
     notes: list[str] = []
     if layout is not None:
         lm = get_layout(layout)
@@ -182,8 +190,9 @@ def model_from_mapping(
     src = str(raw.path)
     arch: Arch = get_arch(family or family_names()[0])
     shapes: dict[str, tuple[int, ...]] = {}
+    hint = _kind_hint(arch.name)
     for role, name in mapping.items():
-        kind = "linear" if any(role.endswith(k) for k in _KIND_HINT) else None
+        kind = "linear" if role.endswith(hint) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
     try:
         hp = arch.hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)

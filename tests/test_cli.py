@@ -97,3 +97,41 @@ def test_full_size_synthetic_decode(full_synth, full_ref, tmp_path):
     wav, sr = sf.read(tmp_path / "o.wav", dtype="float32")
     assert wav.shape == (59520,) and sr == 24000
     assert 0.01 < float(np.std(wav)) < 1.0
+
+
+def test_builtin_names_work_wherever_a_file_does(tmp_path, monkeypatch):
+    """`kzlab info tiny` / `wavtokenizer-tiny` (package data) and `kzlab.load('tiny')`; a file of that name in
+    the working directory wins over the built-in."""
+    import kzlab
+
+    p = run_cli("info", "tiny")
+    assert "family      qwen3-tts-12hz" in p.stdout and "qwen3-tts-12hz-tiny-f32.gguf" in p.stdout
+    p = run_cli("info", "wavtokenizer-tiny")
+    assert "family      wavtokenizer-dec" in p.stdout
+    with kzlab.load("tiny", backend="cpu", threads=1) as dec:
+        assert dec.model.family == "qwen3-tts-12hz"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny").write_bytes(b"not a gguf")
+    with pytest.raises(kzlab.KzlabError):
+        kzlab.load_model("tiny")
+
+
+def test_generated_builtin_is_built_on_first_use(tmp_path, monkeypatch):
+    """A generated built-in (`wavtokenizer-synthetic`) is written into $KZLAB_CACHE on first use, then reused."""
+    import kzlab
+    from kzlab.formats.named import builtin_path
+
+    monkeypatch.setenv("KZLAB_CACHE", str(tmp_path))
+    want = builtin_path("wavtokenizer-synthetic")
+    assert want.parent == tmp_path and not want.exists()
+    m = kzlab.load_model("wavtokenizer-synthetic")
+    assert m.path == want and want.is_file() and m.hparams.dim == 768
+    mtime = want.stat().st_mtime_ns
+    assert kzlab.load_model("wavtokenizer-synthetic").path == want and want.stat().st_mtime_ns == mtime
+
+
+def test_help_names_no_single_family():
+    p = run_cli("--help")
+    assert "Qwen3-TTS 12 Hz decoders" not in p.stdout
+    p = run_cli("synth", "--help")
+    assert "--family" in p.stdout and "wavtokenizer-dec" in p.stdout

@@ -138,3 +138,193 @@ def test_no_fused_nodes_so_every_run_is_portable_and_says_so():
         assert d.session.plan.mode == "portable"
     with pytest.raises(InvalidOptionError, match="no fused nodes"):
         kzlab.Decoder(m, kzlab.Lowering(mode="fast"), backend="cpu", sched=False)
+
+
+# ---- files: kzlab convert, synth and built-in names for this family --------------------------------------------
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """`kzlab convert` of the fixture, per outtype (the family's own writer: llama.cpp's layout)."""
+    from kzlab.app.convert import convert
+
+    d = tmp_path_factory.mktemp("wt-convert")
+    return {t: convert(GGUF, d / f"wt-{t}.gguf", outtype=t, progress=False) for t in ("f32", "f16", "q8_0")}
+
+
+def _kv_and_tensors(path):
+    import gguf
+
+    r = gguf.GGUFReader(str(path))
+    kv = {
+        k: (f.types[0].name if f.types else None, f.contents())
+        for k, f in r.fields.items()
+        if not k.startswith("GGUF.")
+    }
+    ts = {t.name: (t.tensor_type.name, tuple(int(d) for d in t.shape), t.data.tobytes()) for t in r.tensors}
+    return kv, ts
+
+
+def test_converted_f32_is_llama_cpp_s_own_file(converted):
+    """Written F32, the file has llama.cpp's converter's tensors (names, ggml shapes, bytes) and metadata (keys,
+    types, values); only the name and kzlab's provenance keys differ."""
+    kv_ref, ts_ref = _kv_and_tensors(GGUF)
+    kv, ts = _kv_and_tensors(converted["f32"])
+    assert ts == ts_ref
+    differ = {k for k in set(kv) | set(kv_ref) if kv.get(k) != kv_ref.get(k)}
+    assert differ == {"general.name", "kzlab.source", "kzlab.source_layout"}, differ
+
+
+@pytest.mark.parametrize("outtype,bound,types", [
+    ("f16", 40.0, {"F16", "F32"}), ("q8_0", 25.0, {"Q8_0", "F16", "F32"}),
+])
+def test_converted_files_decode_within_the_bounds_at_every_stage(converted, ref, outtype, bound, types):
+    """F16 and Q8_0 as llama.cpp's converter stores them: biases, norms and gamma F32; Q8_0 where blocks of 32
+    divide a row, F16 elsewhere (the k=3/k=7 convs, the 1x1 attention convs)."""
+    m = kzlab.load_model(converted[outtype])
+    assert m.layout == "wavtokenizer-llama" and set(m.dtype_histogram()) == types
+    assert m.metadata["general.file_type"] == {"f16": 1, "q8_0": 7}[outtype]
+    w = m.weights
+    assert w["posnet.0.norm1.weight"].type == w["convnext.0.gamma"].type == w["output.bias"].type == "F32"
+    assert w["posnet.0.conv1.weight"].type == "F16"
+    assert w["convnext.0.pw1.weight"].type == {"f16": "F16", "q8_0": "Q8_0"}[outtype]
+    with kzlab.load(converted[outtype], backend="cpu", threads=2) as dec:
+        snr = stage_snrs(dec, ref)
+    low = {k: round(v, 1) for k, v in snr.items() if v < bound}
+    assert not low, f"{outtype}: stages under {bound} dB: {low} (all: {snr})"
+
+
+def test_builtin_names_of_this_family():
+    from kzlab.formats.named import builtin_path, registry
+
+    assert {"wavtokenizer-tiny", "wavtokenizer-synthetic", "tiny", "synthetic"} <= set(registry())
+    p = builtin_path("wavtokenizer-tiny")
+    assert p.is_file() and p.read_bytes() == GGUF.read_bytes()  # the package data is the fixture
+    m = kzlab.load_model("wavtokenizer-tiny")
+    assert m.family == "wavtokenizer-dec" and m.path == p
+    with kzlab.load("wavtokenizer-tiny", backend="cpu", threads=1) as dec:
+        assert dec.decode(np.zeros(4, dtype=np.int32)).shape == (4 * 320,)
+
+
+def test_synth_family_full_size(tmp_path, capsys):
+    """`kzlab synth --family wavtokenizer`: the shipped shapes in llama.cpp's layout, activations of order 1 at
+    every stage, a finite waveform."""
+    from kzlab.cli import main
+
+    out = tmp_path / "wt-synth.gguf"
+    assert main(["synth", "--family", "wavtokenizer", "--dtype", "f16", "-o", str(out)]) == 0
+    assert "parameters" in capsys.readouterr().out
+    m = kzlab.load_model(out)
+    hp = m.hparams
+    assert m.layout == "wavtokenizer-llama" and m.architecture == "wavtokenizer-dec"
+    assert (hp.vocab_size, hp.features, hp.dim, hp.intermediate_size, hp.num_convnext, hp.n_fft) == (
+        4096, 512, 768, 2304, 12, 1280
+    )
+    assert hp.posnet_kinds == ("resnet", "resnet", "attn", "resnet", "resnet", "norm")
+    assert m.metadata["wavtokenizer-dec.block_count"] == 12 and m.metadata["tokenizer.ggml.model"] == "none"
+    codes = np.random.default_rng(0).integers(0, 4096, size=(1, 40)).astype(np.int32)
+    with kzlab.load(out, backend="cpu", threads=2) as dec:
+        o = dec.decode(codes, intermediates=True)
+    assert o.wav.shape == (40 * 320,) and np.isfinite(o.wav).all() and 0.01 < float(np.std(o.wav)) < 1.0
+    for k, v in o.stages.items():
+        assert np.isfinite(v).all() and 0.3 < float(np.std(v)) < 5.0, (k, float(np.std(v)))
+
+
+# ---- layout inference ------------------------------------------------------------------------------------------
+#: the fixture's names -> PyTorch-like ones (outetts' module names), the file order reversed
+RENAME = [
+    (r"token_embd\.weight", "quantizer.vq.codebook.embed"),
+    (r"conv1d\.(weight|bias)", r"backbone.embed.\1"),
+    (r"token_embd_norm\.(weight|bias)", r"backbone.norm_in.\1"),
+    (r"output_norm\.(weight|bias)", r"backbone.norm_out.\1"),
+    (r"output\.(weight|bias)", r"head.out.\1"),
+    (r"posnet\.(\d+)\.attn_norm\.(weight|bias)", r"backbone.pos_net.\1.norm.\2"),
+    (r"posnet\.(\d+)\.attn_(q|k|v)\.(weight|bias)", r"backbone.pos_net.\1.\2.\3"),
+    (r"posnet\.(\d+)\.attn_output\.(weight|bias)", r"backbone.pos_net.\1.proj_out.\2"),
+    (r"posnet\.(\d+)\.(\w+)\.(weight|bias)", r"backbone.pos_net.\1.\2.\3"),
+    (r"convnext\.(\d+)\.dw\.(weight|bias)", r"backbone.convnext.\1.dwconv.\2"),
+    (r"convnext\.(\d+)\.norm\.weight", r"backbone.convnext.\1.norm.scale"),
+    (r"convnext\.(\d+)\.norm\.bias", r"backbone.convnext.\1.norm.shift"),
+    (r"convnext\.(\d+)\.pw(1|2)\.(weight|bias)", r"backbone.convnext.\1.pwconv\2.\3"),
+    (r"convnext\.(\d+)\.gamma\.weight", r"backbone.convnext.\1.gamma"),
+]
+
+
+def _renamed(path, out, architecture="wavtokenizer-dec"):
+    """A copy of a GGUF with every tensor renamed (RENAME), in reverse order, metadata kept."""
+    import re
+
+    import gguf
+
+    r = gguf.GGUFReader(str(path))
+    w = gguf.GGUFWriter(str(out), architecture)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        sub = f.types[1] if len(f.types) > 1 else None
+        w.add_key_value(k, f.contents(), f.types[0], sub)
+    names = {}
+    for t in reversed(r.tensors):
+        new = next(re.sub(rx, to, t.name) for rx, to in RENAME if re.fullmatch(rx, t.name))
+        names[t.name] = new
+        w.add_tensor(new, np.array(t.data))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return names
+
+
+def test_layout_infer_maps_renamed_tensors_back(tmp_path):
+    """A file whose tensors no layout map names is mapped by structure to exactly the roles llama.cpp's names
+    have, whatever its label; it then loads and decodes as the original does."""
+    from kzlab.formats import reader
+    from kzlab.formats.infer import infer_layout
+    from kzlab.formats.layout import get_layout
+
+    want, _ = get_layout("wavtokenizer-llama").apply(reader.read(GGUF).tensors)
+    for label in ("wavtokenizer-dec", "my-vocoder"):
+        p = tmp_path / f"renamed-{label}.gguf"
+        names = _renamed(GGUF, p, label)
+        prop = infer_layout(p)
+        got = {a.role: a.tensor for a in prop.assignments}
+        assert got == {role: names[t] for role, t in want.items()}, label
+        assert not prop.unused and prop.layout.family == "wavtokenizer-dec"
+        assert "6 posnet blocks" in prop.summary() and "3 ConvNeXt blocks" in prop.summary()
+    with pytest.warns(UserWarning, match="unknown tensor names"):
+        m = kzlab.load_model(p)
+    assert m.family == "wavtokenizer-dec" and m.layout.startswith("inferred-")
+    codes = np.arange(0, 512, 37, dtype=np.int32)[None, :]
+    with kzlab.load(GGUF, backend="cpu", threads=1) as a, kzlab.load(m.path, backend="cpu", threads=1) as b:
+        wa, wb = a.decode(codes), b.decode(codes)
+    assert snr_db(wb, wa) >= 100.0  # the same weights through the same graph
+
+
+def test_layout_infer_cli_writes_a_map_that_loads(tmp_path):
+    from kzlab.cli import main
+
+    p = tmp_path / "renamed.gguf"
+    _renamed(GGUF, p)
+    toml = tmp_path / "map.toml"
+    assert main(["layout", "infer", str(p), "-o", str(toml)]) == 0
+    m = kzlab.load_model(p, layout=str(toml))
+    assert m.family == "wavtokenizer-dec" and len(m.weights) == 80
+
+
+def test_layout_infer_refuses_what_it_cannot_tell_apart(tmp_path):
+    """Two norms named alike (no word for in or out, no shared prefix with the codebook or head): refused,
+    naming them, never guessed."""
+    import re
+
+    global RENAME
+    saved = RENAME
+    try:
+        RENAME = [(r"token_embd_norm\.(weight|bias)", r"backbone.norm_a.\1"),
+                  (r"output_norm\.(weight|bias)", r"backbone.norm_b.\1")] + saved
+        p = tmp_path / "ambiguous.gguf"
+        _renamed(GGUF, p)
+    finally:
+        RENAME = saved
+    from kzlab.errors import LayoutError
+    from kzlab.formats.infer import infer_layout
+
+    with pytest.raises(LayoutError, match=re.escape("backbone.norm_a")):
+        infer_layout(p)

@@ -1,10 +1,10 @@
 """Built-in decoders and fixture inputs: what the workbench, the demo and the notebooks start from.
 
-Two full-size decoders are written on first use into a cache folder ($KZLAB_CACHE, else ~/.cache/kzlab), so a
-fresh machine needs no download: `synthetic` (seeded random weights, the shipped shapes) and `known-answer`
-(the same shapes with an exactly invertible vocoder path, see `kzlab.formats.known_answer`). `tiny` is the
-small reference decoder shipped inside the package (`kzlab/data/`, see its README), with the reference codes
-and the speech sample: everything here is package data, found through `importlib.resources`, so an
+Each decoder family registers its built-in names (kzlab.formats.named): full-size decoders written on first
+use into a cache folder ($KZLAB_CACHE, else ~/.cache/kzlab), so a fresh machine needs no download (`synthetic`
+and `known-answer` for the Qwen3-TTS 12 Hz decoder, `wavtokenizer-synthetic`), and small reference decoders
+shipped inside the package (`tiny`, `wavtokenizer-tiny`; `kzlab/data/`, see its README), with the reference
+codes and the speech sample: everything here is package data, found through `importlib.resources`, so an
 installed wheel works outside the checkout.
 """
 
@@ -15,60 +15,23 @@ import shutil
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.errors import InvalidInputError, InvalidOptionError
+from kzlab.formats.named import builtin_names, builtin_path, cache_dir, ensure_builtin, generated_names, package_data
 
-#: decoders built into the cache on first use (full size)
-GENERATED = ("synthetic", "known-answer")
-#: every built-in name a model field accepts
-BUILTINS = (*GENERATED, "tiny")
+#: decoders built into the cache on first use (full size), every family's
+GENERATED = generated_names()
+#: every built-in name a model field accepts (each family registers its own)
+BUILTINS = builtin_names()
 
-
-def package_data(name: str) -> Path:
-    """A file shipped in kzlab's package data (`kzlab/data/NAME`), as a path on disk."""
-    return Path(str(resources.files("kzlab") / "data" / name))
-
-
-#: the tiny reference decoder (qwentts.cpp layout, F32), its codes and the speech sample, shipped in the package
-TINY_DECODER = package_data("qwen3-tts-12hz-tiny-f32.gguf")
+#: the first family's tiny reference decoder (F32), its codes and the speech sample, shipped in the package
+TINY_DECODER = builtin_path("tiny")
 SPEECH = package_data("speech-24k.wav")
 CODES = package_data("codes.npz")
 NOTEBOOKS = Path(str(resources.files("kzlab") / "notebooks"))
-
-
-def cache_dir() -> Path:
-    """$KZLAB_CACHE or ~/.cache/kzlab (created)."""
-    d = Path(os.environ.get("KZLAB_CACHE") or Path.home() / ".cache" / "kzlab").expanduser()
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def builtin_path(name: str, dtype: str = "f16") -> Path:
-    """Where a built-in decoder lives (a generated one may not be built yet)."""
-    if name == "tiny":
-        return TINY_DECODER
-    if name not in GENERATED:
-        raise InvalidOptionError(f"unknown built-in decoder {name!r}: one of {', '.join(BUILTINS)}")
-    return cache_dir() / f"qwen3-tts-12hz-{name}-{dtype}.gguf"
-
-
-def ensure_builtin(name: str, dtype: str = "f16", progress: Callable[[str], None] | None = None) -> Path:
-    """The path of a built-in decoder, written into the cache first if missing (a few seconds)."""
-    p = builtin_path(name, dtype)
-    if p.is_file():
-        return p
-    if progress:
-        progress(f"building the {name} decoder into {p.parent} (first use)")
-    if name == "synthetic":
-        from kzlab.formats.synth import synth
-
-        return synth(p, preset="qwen3-tts-12hz", dtype=dtype, seed=0)
-    from kzlab.formats.known_answer import synth_known_answer
-
-    return synth_known_answer(p, preset="qwen3-tts-12hz", dtype=dtype, seed=0)
 
 
 def resolve_model(spec: str, progress: Callable[[str], None] | None = None) -> Path:
@@ -84,7 +47,7 @@ def resolve_model(spec: str, progress: Callable[[str], None] | None = None) -> P
     return p
 
 
-def fixture_codes(hp: HParams) -> np.ndarray:
+def fixture_codes(hp: Any) -> np.ndarray:
     """The reference codes that fit these hyperparameters (full size: [16, 31], the seed case; tiny: [16, 100])."""
     with np.load(CODES) as z:
         for key in ("full", "tiny"):
@@ -110,3 +73,9 @@ def copy_notebooks(dest: str | os.PathLike, overwrite: bool = False) -> list[Pat
         shutil.copyfile(src, target)
         out.append(target)
     return out
+
+
+__all__ = [
+    "BUILTINS", "CODES", "GENERATED", "NOTEBOOKS", "SPEECH", "TINY_DECODER", "builtin_path", "cache_dir",
+    "copy_notebooks", "ensure_builtin", "fixture_codes", "package_data", "resolve_model",
+]

@@ -1,11 +1,12 @@
 """`kzlab convert`: any decoder kzlab can read (a Hugging Face checkpoint directory, or a GGUF of any
-dialect) written as a qwentts.cpp-layout GGUF of the requested type."""
+dialect) written as a GGUF of the requested type, in its family's own layout (qwentts.cpp's for the
+Qwen3-TTS 12 Hz decoder, llama.cpp's for WavTokenizer)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
+from kzlab.arch import arch_of
 from kzlab.formats.writer import write_gguf
 from kzlab.loader import load_model
 from kzlab.progress import Progress, ProgressFn
@@ -21,7 +22,7 @@ def convert(
     """Convert `src` to a GGUF at `out` (written atomically). Encoder tensors are left out. `progress` reports
     the tensors written (None: a bar unless kzlab is quiet; False: none; or fn(done, total))."""
     model = load_model(src, layout=layout)
-    order = [r.name for r in decoder_roles(model.hparams) if r.name in model.weights]
+    order = [r.name for r in arch_of(model.hparams).roles(model.hparams) if r.name in model.weights]
     tensors = [(role, model.weights[role].f32) for role in order]
     with Progress(len(tensors), f"writing {Path(out).name}", progress, unit="tensor") as bar:
         return write_gguf(

@@ -50,6 +50,10 @@ class Arch(Protocol):
     architectures: tuple[str, ...]
     #: the module of the graph half (ranks with kzlab.graph): `build_decoder`, `feed`, `finish` live there
     graph_module: str
+    #: the module of the file half (ranks with kzlab.formats): the GGUF this family's files are written in
+    #: (tensor names, shapes, stored types, metadata), its synthetic decoders, its built-in decoders and its
+    #: layout inference (see kzlab.formats.family_files)
+    files_module: str
     #: the class of the family's hyperparameters (it carries `family = name`)
     hparams_type: type
     #: default chunking of long decodes (frames per chunk, frames of left context)

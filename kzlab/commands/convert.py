@@ -1,4 +1,4 @@
-"""`kzlab convert HF_DIR -o OUT.gguf --outtype f32|f16|q8_0`: write the qwentts.cpp layout."""
+"""`kzlab convert SOURCE -o OUT.gguf --outtype f32|f16|q8_0`: write the decoder in its family's own GGUF layout."""
 
 from __future__ import annotations
 

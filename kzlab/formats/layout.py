@@ -165,6 +165,8 @@ class LayoutMap:
             lines.append(f"description = {_q(self.description)}")
         if self.architectures:
             lines.append("architectures = [" + ", ".join(_q(a) for a in self.architectures) + "]")
+        if self.family:
+            lines.append(f"family = {_q(self.family)}")
         if self.detect:
             lines.append("detect = [" + ", ".join(_lit(r.pattern) for r in self.detect) + "]")
         if self.ignore:

@@ -1,94 +1,44 @@
-"""Synthetic decoders: the shipped shapes with seeded random weights, for speed work and demos.
+"""Synthetic decoders: a family's shipped shapes with seeded random weights, for speed work and demos.
 
-The weights follow the reference fixtures' recipe (fan-in scaled convolutions, small residual branches,
-layer scales of 0.05-0.25, snake parameters around 0) so that activations stay in range through all
-blocks and the output is bounded noise, like a real decoder's numerics, not speech.
+Each family says its presets (shapes) and how to draw each role's weights so that activations stay in range
+through all blocks (`random_weight` in its files half, kzlab.formats.family_files); this module draws them in
+the family's role order and writes the family's own GGUF layout.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from kzlab.arch.qwen3_tts_12hz.hparams import HParams
-from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
+from kzlab.arch import arch_of
 from kzlab.errors import InvalidOptionError
+from kzlab.formats.family_files import all_halves, files_half
 from kzlab.formats.writer import write_gguf
-from kzlab.model.model import Role
-
-PRESETS = {
-    # the shipped Qwen3-TTS-Tokenizer-12Hz decoder (about 114 M parameters)
-    "qwen3-tts-12hz": HParams(),
-    # narrow widths with the same structure (the reference fixtures' tiny checkpoint)
-    "qwen3-tts-12hz-tiny": HParams(
-        codebook_size=64,
-        semantic_codebook_size=64,
-        vq_dim=16,
-        codebook_dim=32,
-        latent_dim=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_layers=2,
-        num_heads=4,
-        num_kv_heads=4,
-        head_dim=16,
-        decoder_dim=96,
-    ),
-}
 
 
-def hparams_from_config(path: str | Path) -> HParams:
-    """HParams of a Hugging Face config.json (its decoder_config)."""
-    cfg = json.loads(Path(path).read_text())
-    d = cfg.get("decoder_config", cfg)
-    return HParams(
-        codebook_size=d["codebook_size"],
-        semantic_codebook_size=d["codebook_size"],
-        vq_dim=d["codebook_dim"] // 2,
-        codebook_dim=d["codebook_dim"],
-        num_quantizers=d["num_quantizers"],
-        latent_dim=d["latent_dim"],
-        hidden_size=d["hidden_size"],
-        intermediate_size=d["intermediate_size"],
-        num_layers=d["num_hidden_layers"],
-        num_heads=d["num_attention_heads"],
-        num_kv_heads=d["num_key_value_heads"],
-        head_dim=d["head_dim"],
-        sliding_window=d["sliding_window"],
-        rope_theta=float(d["rope_theta"]),
-        rms_norm_eps=float(d["rms_norm_eps"]),
-        upsampling_ratios=tuple(d["upsampling_ratios"]),
-        upsample_rates=tuple(d["upsample_rates"]),
-        decoder_dim=d["decoder_dim"],
-    )
+def _presets() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for _arch, fh in all_halves():
+        out.update(fh.PRESETS)
+    return out
 
 
-def random_weight(role: Role, rng: np.random.Generator) -> np.ndarray:
-    name, shape = role.name, role.shape
-    f32 = np.float32
-    if name.endswith(".codebook"):
-        return rng.standard_normal(shape, dtype=f32)
-    if name.endswith(".alpha") or name.endswith(".beta"):
-        return rng.standard_normal(shape, dtype=f32) * f32(0.3)
-    if name.endswith("_scale") or name.endswith(".gamma"):
-        return rng.random(shape, dtype=f32) * f32(0.2) + f32(0.05)
-    if "norm" in name and name.endswith("weight"):
-        return f32(1.0) + f32(0.1) * rng.standard_normal(shape, dtype=f32)
-    if name.endswith("bias"):
-        return f32(0.05) * rng.standard_normal(shape, dtype=f32)
-    if role.kind == "convt":
-        fan_in = shape[0]
-    else:
-        fan_in = int(np.prod(shape[1:]))
-    w = rng.standard_normal(shape, dtype=f32) / f32(np.sqrt(max(fan_in, 1)))
-    if ".conv2." in name:
-        w *= f32(0.3)
-    if name.endswith(f"dec.{len(PRESETS['qwen3-tts-12hz'].upsample_rates) + 2}.conv.weight"):
-        w *= f32(0.05)  # keeps the waveform well inside the clamp
-    return w
+#: every family's presets: name -> hyperparameters
+PRESETS: dict[str, Any] = _presets()
+
+
+def family_preset(family: str) -> str:
+    """The preset of a family's full-size synthetic (`kzlab synth --family NAME`); a family is named by its
+    registry name or by a prefix of it (`wavtokenizer` for `wavtokenizer-dec`)."""
+    from kzlab.arch import family_names
+
+    hits = [n for n in family_names() if n == family] or [n for n in family_names() if n.startswith(family)]
+    if len(hits) != 1:
+        raise InvalidOptionError(f"unknown decoder family {family!r}: one of {', '.join(family_names())}")
+    return files_half(hits[0]).DEFAULT_PRESET
 
 
 def synth(
@@ -96,17 +46,19 @@ def synth(
     preset: str = "qwen3-tts-12hz",
     dtype: str = "f16",
     seed: int = 0,
-    hparams: HParams | None = None,
+    hparams: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """Write a random-weight decoder of the preset's shapes as a GGUF (qwentts.cpp layout)."""
+    """Write a random-weight decoder of the preset's shapes as a GGUF in its family's layout."""
     if hparams is None:
         if preset not in PRESETS:
             raise InvalidOptionError(f"unknown preset {preset!r}: one of {', '.join(PRESETS)}")
         hparams = PRESETS[preset]
+    arch = arch_of(hparams)
+    fh = files_half(arch)
     rng = np.random.default_rng(seed)
-    roles = [r for r in decoder_roles(hparams) if not r.optional]
-    tensors = [(r.name, (lambda r=r: random_weight(r, rng))) for r in roles]
+    roles = [r for r in arch.roles(hparams) if not r.optional]
+    tensors = [(r.name, (lambda r=r: fh.random_weight(r, rng, hparams))) for r in roles]
     return write_gguf(
         out,
         hparams,
@@ -116,3 +68,13 @@ def synth(
         extra_metadata={"kzlab.synthetic": True, "kzlab.seed": seed},
         progress=progress,
     )
+
+
+def random_weight(role: Any, rng: np.random.Generator, hparams: Any = None) -> np.ndarray:
+    """One role's random weight as the family of `hparams` draws it (default: the first registered family)."""
+    from kzlab.arch import family_names
+
+    return files_half(hparams if hparams is not None else family_names()[0]).random_weight(role, rng, hparams)
+
+
+__all__ = ["PRESETS", "family_preset", "random_weight", "synth"]

@@ -68,6 +68,7 @@ class Qwen3Tts12Hz:
     label: str = "Qwen3-TTS 12 Hz codec decoder"
     architectures: tuple[str, ...] = ("qwen3-tts-tokenizer", "qwen3tts_tokenizer")
     graph_module: str = "kzlab.arch.qwen3_tts_12hz.graph"
+    files_module: str = "kzlab.arch.qwen3_tts_12hz.files"
     hparams_type: type = HParams
     #: upstream chunked_decode's defaults
     chunk_size: int = 300

@@ -243,6 +243,7 @@ class WavTokenizerDec:
     label: str = "WavTokenizer decoder (OuteTTS 0.2/0.3), llama.cpp layout"
     architectures: tuple[str, ...] = (ARCH_NAME,)
     graph_module: str = "kzlab.arch.wavtokenizer.graph"
+    files_module: str = "kzlab.arch.wavtokenizer.files"
     hparams_type: type = WavTokenizerHParams
     #: the posnet's attention and GroupNorms see the whole sequence: chunks approximate; long chunks, wide overlap
     chunk_size: int = 300

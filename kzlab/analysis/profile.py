@@ -26,6 +26,7 @@ the granularity, the cost model, the number of stretches and the share of the no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from kzlab.analysis.evolution import evolution as stage_evolution
-from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
+from kzlab.analysis.flops import CustomFlops, TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
+from kzlab.arch import arch_of
 from kzlab.codes import random_codes, validate_codes
 from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
@@ -108,6 +110,19 @@ class Profile:
             r["flops"] += n["flops"]
             r["bytes"] += n["bytes"]
         return sorted(_with_rates(out.values(), total), key=lambda r: -r["time_ms"])
+
+    def by_group(self) -> list[dict[str, Any]]:
+        """Time and FLOPs per block kind (the family's stage groups, `config["stage_groups"]`, e.g. all ConvNeXt
+        blocks together), in model order, with each one's share of the node time."""
+        groups = self.config.get("stage_groups") or {}
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.by_stage():
+            grp = groups.get(r["stage"], r["stage"].split(".")[0])
+            g = out.setdefault(grp, {"group": grp, "n_stages": 0, "time_ms": 0.0, "flops": 0, "bytes": 0})
+            g["n_stages"] += 1
+            for k in ("time_ms", "flops", "bytes"):
+                g[k] += r[k]
+        return _with_rates(out.values(), self.node_time_ms or 1.0)
 
     def share(self, stage_prefix: str = "decoder.") -> float:
         """Fraction of the node time spent in stages whose name starts with `stage_prefix`."""
@@ -205,11 +220,12 @@ def _layer_rows(records, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _node_cost(n) -> tuple[int, int]:
-    """(FLOPs, bytes moved) of a measured node, from the op table."""
+def _node_cost(n, custom: CustomFlops | None = None) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of a measured node, from the op table (`custom`: the family's count of its custom
+    nodes)."""
     out = TensorInfo(tuple(n.ne), n.type, n.nbytes)
     srcs = [TensorInfo(tuple(ne), t, nb) for ne, t, nb in zip(n.src_ne, n.src_types, n.src_nbytes, strict=True)]
-    return op_flops(n.op, out, srcs), op_bytes(n.op, out, srcs)
+    return op_flops(n.op, out, srcs, custom=custom, name=n.name), op_bytes(n.op, out, srcs)
 
 
 APPORTION = ("auto", "calibrated", "roofline")
@@ -223,8 +239,8 @@ def _roofline_ms(cost: tuple[int, int]) -> float:
     return max(cost[0] / (ROOFLINE_GFLOPS * 1e6), cost[1] / (ROOFLINE_GBS * 1e6))
 
 
-def _roofline_estimate(n: NodeInfo) -> float:
-    return _roofline_ms(_node_cost(n))
+def _roofline_estimate(n: NodeInfo, custom: CustomFlops | None = None) -> float:
+    return _roofline_ms(_node_cost(n, custom))
 
 
 def _calibrated_ms(nodes: list[NodeInfo], costs: list[tuple[int, int]]) -> dict[int, float]:
@@ -259,9 +275,11 @@ def _apportion(meas, costs: list[tuple[int, int]], model: str) -> dict[int, tupl
     return out
 
 
-def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any]]:
+def _node_rows(
+    meas, stage_of: dict[str, str], model: str, custom: CustomFlops | None = None, custom_label=None
+) -> list[dict[str, Any]]:
     nodes = meas.nodes
-    costs = [_node_cost(n) for n in nodes]
+    costs = [_node_cost(n, custom) for n in nodes]
     shares = _apportion(meas, costs, model)
     rows = []
     for n, cost in zip(nodes, costs, strict=True):
@@ -294,6 +312,7 @@ def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any
                 "src_ne": [list(x) for x in n.src_ne],
                 "src_types": n.src_types,
                 "is_view": n.is_view,
+                "fused": (custom_label(n.name, n.src_ne) or "") if custom_label and n.op.startswith("CUSTOM") else "",
             }
         )
     return rows
@@ -368,6 +387,7 @@ def profile(
             raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
         c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
+    custom = arch_of(hp).custom_flops
     with Session(model, lowering, spec) as s:
         meas = Profiler(s).measure(
             T,
@@ -377,7 +397,7 @@ def profile(
             progress=progress,
             granularity=granularity,
             calibrate=model_used == "calibrated",
-            estimate=_roofline_estimate,
+            estimate=functools.partial(_roofline_estimate, custom=custom),
             budget=budget,
         )
         records = list(s.graph(T).layers)
@@ -397,6 +417,8 @@ def profile(
             "sched_requested": spec.sched,
             "op_offload": rb.op_offload,
             "weights_on": rb.weights_on,
+            "family": arch_of(hp).name,
+            "stage_groups": {st.name: st.group for st in arch_of(hp).stages(hp)},
             "frames": T,
             "samples": int(meas.output.shape[-1]) if meas.output is not None else 0,
             "model": str(model.path),
@@ -426,7 +448,7 @@ def profile(
     peak_info = mul_mat_peak(config["threads"]) if peak else {"gflops": 0.0}
     config["peak"] = peak_info
     stage_of = {r.path: r.stage for r in records}
-    nodes = _node_rows(meas, stage_of, model_used)
+    nodes = _node_rows(meas, stage_of, model_used, custom, arch_of(hp).custom_label)
     total = sum(n["time_ms"] for n in nodes)
     config["n_measured"] = sum(n["timing"] == "measured" for n in nodes)
     config["n_apportioned"] = sum(n["timing"] == "apportioned" for n in nodes)

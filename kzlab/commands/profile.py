@@ -74,7 +74,8 @@ def run(args) -> int:
     print("\n".join(_table(prof.by_stage(), "stage", prof.peak_gflops)))
     print()
     print("\n".join(_table(prof.by_op(), "op", prof.peak_gflops)))
-    print(f"\nBigVGAN part (decoder.*): {100 * prof.share('decoder.'):.1f}% of the node time")
+    blocks = ", ".join(f"{r['group']} {100 * r['share']:.1f}% ({r['flops'] / 1e9:.3f} GFLOP)" for r in prof.by_group())
+    print(f"\nby block ({c.get('family', '?')}): {blocks}; shares of the node time")
     if args.json_out:
         prof.to_json(args.json_out)
         print(f"wrote {args.json_out}")

@@ -315,3 +315,46 @@ def test_every_family_is_complete_and_its_graph_half_ranks_with_graph():
         assert rank_of(a.graph_module, TABLE) == rank_of("kzlab.graph", TABLE), a.graph_module
         assert rank_of(type(a).__module__, TABLE) == rank_of("kzlab.model", TABLE), type(a).__module__
         assert getattr(a.hparams_type, "family", None) == a.name
+
+
+def runtime_privates() -> set[str]:
+    """Private names (`_x`, dunders aside) that kzlab.runtime's classes define: methods and attributes."""
+    out = set()
+    for m, p in MODS.items():
+        if not m.startswith("kzlab.runtime"):
+            continue
+        for n in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(n, ast.ClassDef):
+                for c in ast.walk(n):
+                    name = c.name if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) else (
+                        c.attr if isinstance(c, ast.Attribute) and isinstance(c.value, ast.Name)
+                        and c.value.id == "self" else None
+                    )
+                    if name and name.startswith("_") and not name.startswith("__"):
+                        out.add(name)
+                for c in n.body:  # class-level names (aliases kept for old callers)
+                    if isinstance(c, ast.Assign):
+                        out |= {t.id for t in c.targets if isinstance(t, ast.Name) and t.id.startswith("_")}
+    return out
+
+
+def private_uses(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) where a module reaches into another object's private name from `names` (not self's)."""
+    return [
+        (n.lineno, n.attr)
+        for n in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(n, ast.Attribute) and n.attr in names
+        and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+    ]
+
+
+def test_analysis_uses_no_runtime_private(tmp_path):
+    """The runtime offers public methods for what analysis needs (weights, a fresh scheduler, the session lock)."""
+    names = runtime_privates()
+    assert {"_ensure_weights", "_new_sched", "_lock"} <= names
+    bad = {m: private_uses(p, names) for m, p in MODS.items() if m.startswith("kzlab.analysis")}
+    bad = {m: v for m, v in bad.items() if v}
+    assert not bad, f"analysis modules reaching into the runtime's privates: {bad}"
+    f = tmp_path / "m.py"
+    f.write_text("def f(s):\n    self._lock\n    return s._ensure_weights()\n")
+    assert private_uses(f, names) == [(3, "_ensure_weights")]

@@ -101,7 +101,7 @@ def estimate_compute_bytes(session: Any, frames: int, start: str | None = None, 
 
     from kzlab.graph.build import build_graph
 
-    b = build_graph(session._ensure_weights(), session.plan, session.model.hparams, frames, start, stages)
+    b = build_graph(session.ensure_weights(), session.plan, session.model.hparams, frames, start, stages)
     try:
         buft = g.ggml_backend_get_default_buffer_type(session.backends.primary.handle)
         return graph_compute_bytes(b.gf, buft)

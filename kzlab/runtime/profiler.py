@@ -459,7 +459,7 @@ class Profiler:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidOptionError(f"budget={budget!r}: expected an integer >= 1")
         s, bs = self.s, self.bs
-        with s._lock:
+        with s.lock:
             bg = s.graph(frames, start)
             bs.prepare(bg)
             backends = bs.node_backends(bg)

@@ -113,8 +113,15 @@ class Session:
         """The resolved lowering (no `auto`): what the graphs of this session are built from."""
         return self.plan
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of this session's graphs holds (decode, profiler, readers of a built graph)."""
+        return self._lock
+
     # ---- weights ------------------------------------------------------------------------------------------
-    def _ensure_weights(self) -> WeightTensors:
+    def ensure_weights(self) -> WeightTensors:
+        """The weights prepared for this session's plan and uploaded to its weights' backend (once); what a
+        caller building its own graph on this session's weights (placement's check, a scheduler log) needs."""
         if self.weights is None:
             wt = WeightTensors(prepare_weights(self.model, self.plan))
             buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
@@ -133,6 +140,8 @@ class Session:
             self.weights = wt
         return self.weights
 
+    _ensure_weights = ensure_weights  # the name before it was public
+
     # ---- graphs -------------------------------------------------------------------------------------------
     def graph(self, frames: int, start: str | None = None, stages: bool = False) -> BuiltGraph:
         """The built and allocated graph for this shape (cached); `stages` keeps every stage's output; `start`
@@ -142,7 +151,7 @@ class Session:
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
-            b = build_graph(self._ensure_weights(), self.plan, self.model.hparams, frames, start, stages)
+            b = build_graph(self.ensure_weights(), self.plan, self.model.hparams, frames, start, stages)
             built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs)
             self.backends.allocate(built)
             self._graphs[key] = built

@@ -266,6 +266,7 @@ def test_profile_rpc_plain_and_sched(ref):
         p = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", backend=[srv.address, "cpu"], **kw)
     # plain RPC: profiled through a scheduler of its own, every node stays on the server, nothing is copied
     assert snr_db(plain.wav, ref["wav"][: FRAMES * 1920]) >= 70 and not plain.config["sched"]
+    assert plain.config["isolated"] == p.config["isolated"] == "worker process"  # as decode: a lost server can't abort
     assert {n["backend"] for n in plain.nodes} == {srv.address}
     assert len(plain.splits) == 1 and plain.splits[0]["input_bytes"] == 0
     assert snr_db(p.wav, ref["wav"][: FRAMES * 1920]) >= 70

@@ -48,8 +48,9 @@ from kzlab.model.model import Model
 from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
 from kzlab.runtime.profiler import DEFAULT_BUDGET, NodeInfo, Profiler, check_granularity
+from kzlab.runtime.remote import call_isolated, check_servers, in_worker
 from kzlab.runtime.session import Session
-from kzlab.runtime.spec import BackendSpec
+from kzlab.runtime.spec import BackendSpec, is_rpc
 
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
 
@@ -387,6 +388,16 @@ def profile(
             raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
         c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
+    if any(is_rpc(n) for n in spec.names()) and not in_worker():
+        # ggml aborts the process when an RPC server goes away: profile in a worker process, as decode does
+        check_servers(spec.names())
+        prof = call_isolated(
+            "kzlab.analysis.profile:profile", model, codes=c, backends=spec, lowering=lowering, repeat=repeat,
+            warmup=warmup, peak=peak, progress=False, granularity=granularity, apportion=apportion, budget=budget,
+            label=", ".join(spec.names()), doing="profiling",
+        )
+        prof.config["isolated"] = "worker process"
+        return prof
     custom = arch_of(hp).custom_flops
     with Session(model, lowering, spec) as s:
         meas = Profiler(s).measure(
@@ -442,6 +453,7 @@ def profile(
             "apportion_requested": apportion,
             "calibration_runs": len(meas.calib_all_ms),
             "calib_all_ms": meas.calib_all_ms,
+            "isolated": "",
             "versions": versions(),
             "machine": machine(),
         }

@@ -358,3 +358,46 @@ def test_analysis_uses_no_runtime_private(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f(s):\n    self._lock\n    return s._ensure_weights()\n")
     assert private_uses(f, names) == [(3, "_ensure_weights")]
+
+
+# ---- the facade and the notebooks ------------------------------------------------------------------------------
+def test_the_facade_lists_what_it_exports_and_every_name_resolves():
+    import kzlab
+
+    assert set(kzlab._LAZY) <= set(kzlab.__all__), "a lazy name missing from kzlab.__all__"
+    assert len(set(kzlab.__all__)) == len(kzlab.__all__)
+    for name in ("profile", "simulate", "whatif", "Workbench", "load", "Lowering", "BackendSpec", "report"):
+        assert name in kzlab.__all__, name
+    unresolved = [n for n in kzlab.__all__ if getattr(kzlab, n, None) is None]
+    assert not unresolved, f"names in kzlab.__all__ that do not resolve: {unresolved}"
+    assert set(kzlab.__all__) <= set(dir(kzlab))
+    assert callable(kzlab.profile) and callable(kzlab.simulate) and isinstance(kzlab.Workbench, type)
+
+
+def notebook_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module or name) of every kzlab import in a notebook source that is not the public API: `import kzlab`,
+    `from kzlab import <a name in kzlab.__all__>` and `kzlab.plots` are public; any other kzlab module is not."""
+    import kzlab
+
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names if a.name.startswith("kzlab") and a.name != "kzlab"]
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("kzlab"):
+            if n.module != "kzlab":
+                out.append((n.lineno, n.module))
+            else:
+                out += [(n.lineno, a.name) for a in n.names if a.name not in kzlab.__all__]
+    return out
+
+
+def test_notebooks_import_only_the_public_api(tmp_path):
+    nbs = sorted((PKG / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert nbs
+    bad = {p.name: notebook_imports(p) for p in nbs}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"notebooks importing kzlab internals (make them public through the facade): {bad}"
+    f = tmp_path / "nb.py"
+    f.write_text("import kzlab\nfrom kzlab import plots, load\nfrom kzlab.audio import snr_db\n"
+                 "from kzlab import _LAZY\n")
+    assert notebook_imports(f) == [(3, "kzlab.audio"), (4, "_LAZY")]

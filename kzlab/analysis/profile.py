@@ -90,14 +90,18 @@ class Profile:
             r["n_layers"] += 1
             for k in ("time_ms", "flops", "bytes", "macs", "macs_seed"):
                 r[k] += lay[k]
-        stray = [n for n in self.nodes if not n["stage"]]
-        if stray:
-            r = out.setdefault("(graph)", {"stage": "(graph)", "n_layers": 0, "time_ms": 0.0, "flops": 0})
-            r.update(bytes=r.get("bytes", 0), macs=0, macs_seed=0)
-            for n in stray:
-                r["time_ms"] += n["time_ms"]
-                r["flops"] += n["flops"]
-                r["bytes"] += n["bytes"]
+        # nodes outside every layer (views and copies ggml named after their source): to the stage they were
+        # attributed to (see _attribute_stages), else to "(graph)"
+        paths = {lay["path"] for lay in self.layers}
+        for n in self.nodes:
+            if n["layer"] in paths:
+                continue
+            st = n["stage"] or "(graph)"
+            r = out.setdefault(st, {"stage": st, "n_layers": 0, "time_ms": 0.0, "flops": 0})
+            r.update(bytes=r.get("bytes", 0), macs=r.get("macs", 0), macs_seed=r.get("macs_seed", 0))
+            r["time_ms"] += n["time_ms"]
+            r["flops"] += n["flops"]
+            r["bytes"] += n["bytes"]
         return _with_rates(out.values(), total)
 
     def by_op(self) -> list[dict[str, Any]]:
@@ -276,12 +280,30 @@ def _apportion(meas, costs: list[tuple[int, int]], model: str) -> dict[int, tupl
     return out
 
 
+def _attribute_stages(nodes, stage_of: dict[str, str]) -> dict[int, str]:
+    """node index -> its stage. A node of a layer has its layer's stage. A node outside every layer (ggml names a
+    view, reshape or copy after its source, e.g. `x.weight (reshaped)` or ` (view) (cont)`, so the builder's
+    layer naming misses it) takes the stage of its first source node that has one (sources come first in graph
+    order), else of its first consumer that has one; a node with neither stays outside ("")."""
+    out = {n.index: stage_of.get(n.layer, "") for n in nodes}
+    for n in nodes:
+        if not out[n.index]:
+            out[n.index] = next((out[i] for i in n.src_nodes if out.get(i)), "")
+    for n in reversed(nodes):  # consumers come after their sources: walk back
+        if out[n.index]:
+            for i in n.src_nodes:
+                if i in out and not out[i]:
+                    out[i] = out[n.index]
+    return out
+
+
 def _node_rows(
     meas, stage_of: dict[str, str], model: str, custom: CustomFlops | None = None, custom_label=None
 ) -> list[dict[str, Any]]:
     nodes = meas.nodes
     costs = [_node_cost(n, custom) for n in nodes]
     shares = _apportion(meas, costs, model)
+    stages = _attribute_stages(nodes, stage_of)
     rows = []
     for n, cost in zip(nodes, costs, strict=True):
         st = meas.stretches[n.stretch] if 0 <= n.stretch < len(meas.stretches) else None
@@ -298,7 +320,7 @@ def _node_rows(
                 "name": n.name,
                 "op": n.op,
                 "layer": n.layer,
-                "stage": stage_of.get(n.layer, ""),
+                "stage": stages[n.index],
                 "backend": n.backend,
                 "time_ms": share * stretch_ms,
                 "spread_ms": share * (st.spread_ms if st else 0.0),

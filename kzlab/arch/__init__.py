@@ -98,6 +98,12 @@ class Arch(Protocol):
     def keeps_f16_in_q8_0(self, role: str) -> bool:
         """Whether a matrix stays F16 when the decoder is quantized to Q8_0."""
 
+    def chunk_split(self, hp: Any) -> tuple[str, str, int] | None:
+        """Where a chunked decode splits the decoder, for a family whose early blocks see the whole sequence
+        (attention, GroupNorm) and whose later ones are local: (the last stage run on the whole sequence, the
+        first stage run in chunks, the frames either side on which one output frame of that local part depends).
+        None: every chunk runs the whole decoder, with left and right context (upstream's chunked_decode)."""
+
     def custom_flops(self, name: str, out: Any, srcs: Sequence[Any]) -> int | None:
         """FLOPs of one of the family's custom (fused) graph nodes, from its name, its output and its sources
         (records with `ne` (ggml order), `n` and `type`; a source may be None); None when the node is not one of

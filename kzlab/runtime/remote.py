@@ -90,12 +90,12 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         if msg[0] == "stop":
             break
-        _, frames, inputs, start, stages, budget = msg
+        _, frames, inputs, start, stages, budget, stop = msg
         try:
             from kzlab.runtime.budget import check_session_budget
 
-            check_session_budget(session, frames, start, budget, stages)
-            conn.send(("ok", session.run(frames, inputs, start, stages)))
+            check_session_budget(session, frames, start, budget, stages, stop)
+            conn.send(("ok", session.run(frames, inputs, start, stages, stop)))
         except BaseException as e:
             conn.send(("error", _portable(e)))
     session.close()
@@ -253,12 +253,13 @@ class RemoteSession:
         start: str | None = None,
         stages: bool = False,
         memory_budget: Any = None,
+        stop: str | None = None,
     ) -> dict[str, np.ndarray]:
         self._cancel = False
         if self._proc is None:
             self._start()
         try:
-            self._conn.send(("run", frames, inputs, start, stages, memory_budget))
+            self._conn.send(("run", frames, inputs, start, stages, memory_budget, stop))
             msg = self._wait(self.timeout, "decoding")
         except KeyboardInterrupt:
             # ggml cannot abort an RPC graph from here; stopping the worker is the only prompt way out

@@ -121,6 +121,10 @@ class Qwen3Tts12Hz:
         return roles.keeps_f16_in_q8_0(role)
 
 
+    def chunk_split(self, hp: HParams) -> None:
+        """Chunks run the whole decoder with left context, as upstream's chunked_decode does."""
+        return None
+
     def custom_flops(self, name: str, out: Any, srcs: Sequence[Any]) -> int | None:
         """The fused CPU nodes (kzlab.graph.fused), told apart by their sources. The SnakeBeta node (x, alpha,
         beta) counts as the five pointwise ops it replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded

@@ -162,3 +162,12 @@ def test_simulate_predict_on_every_hexagon_profile(profile):
     assert stages == {n.stage for n in pl.nodes if n.stage}
     p = run_cli("simulate", str(GGUF), "--profile", profile, "--frames", "8", "--predict")
     assert "predicted total" in p.stdout and "memory:" in p.stdout and "fits in" in p.stdout, p.stdout
+
+
+def test_a_whole_sequence_part_over_the_budget_says_how_to_window_it():
+    codes = kzlab.random_codes(kzlab.load_model(GGUF).hparams, 1000, seed=3)
+    with kzlab.load(GGUF, backend="cpu", threads=1, memory_budget=1_000_000) as dec:
+        with pytest.raises(kzlab.ResourceError, match=r"see the whole sequence.*split=False"):
+            dec.decode(codes, chunked=True, progress=False)
+        wav = dec.decode(codes, chunked=True, split=False, chunk_size=50, left_context=10, progress=False)
+    assert wav.shape == (1000 * 320,)

@@ -148,7 +148,12 @@ def check_session_budget(
     if need <= limit:
         return
     hint = ""
-    if start is None or start == first_stage(session.model.hparams):
+    if stop is not None:
+        hint = (
+            f"; the blocks up to {stop} see the whole sequence and run on all of it in a chunked decode: "
+            "decode(codes, chunked=True, split=False) runs them per chunk instead (an approximation)"
+        )
+    elif start is None or start == first_stage(session.model.hparams):
         fit = suggest_chunk(session, limit, frames)
         hint = (
             f"; decode in chunks: decode(codes, chunked=True, chunk_size={fit})"

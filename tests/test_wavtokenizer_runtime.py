@@ -119,9 +119,10 @@ def test_chunked_decode_over_rpc_joins_exactly(server):
     assert snr_db(chunked, whole) >= 70.0
 
 
-def test_profile_per_node_stage_block_evolution_and_roofline(tmp_path):
-    out = tmp_path / "p.json"
-    p = run_cli("profile", str(GGUF), "--frames", "20", "--repeat", "1", "--threads", "1", "--json", str(out))
+def test_profile_per_node_stage_block_evolution_and_roofline(tmp_path, ref):
+    out, codes = tmp_path / "p.json", tmp_path / "codes.npy"
+    np.save(codes, ref["codes"][0, :20])  # [T]: one codebook
+    p = run_cli("profile", str(GGUF), "--codes", str(codes), "--repeat", "1", "--threads", "1", "--json", str(out))
     assert "by block (wavtokenizer-dec): " in p.stdout and "BigVGAN" not in p.stdout, p.stdout
     assert "% peak" in p.stdout and "MUL_MAT" in p.stdout
     d = json.loads(out.read_text())

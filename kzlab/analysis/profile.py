@@ -404,6 +404,8 @@ def profile(
     lowering = lowering or Lowering()
     hp = model.hparams
     if codes is not None:
+        if hp.num_quantizers == 1 and np.ndim(codes) == 1:  # [T] for a one-codebook family, as decode takes
+            codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, hp)
     else:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:

@@ -14,7 +14,7 @@ def register(sub) -> None:
     add_model(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--frames", type=int, default=31, help="random codes of N frames (default 31)")
-    src.add_argument("--codes", help="codes [16, T] as .npy / .npz / .json")
+    src.add_argument("--codes", help="codes [codebooks, T] (or [T] for a one-codebook family) as .npy / .npz / .json")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (medians are reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the profile as JSON")

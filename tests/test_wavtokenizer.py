@@ -138,4 +138,3 @@ def test_no_fused_nodes_so_every_run_is_portable_and_says_so():
         assert d.session.plan.mode == "portable"
     with pytest.raises(InvalidOptionError, match="no fused nodes"):
         kzlab.Decoder(m, kzlab.Lowering(mode="fast"), backend="cpu", sched=False)
-

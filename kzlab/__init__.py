@@ -52,6 +52,21 @@ _LAZY = {
     "report": "kzlab.report",
     "plots": "kzlab.plots",
     "infer_layout": "kzlab.formats.infer",
+    # what the notebooks use: built-in files, audio helpers, backends here, one workbench run, the report
+    "TINY_DECODER": "kzlab.app.builtins",
+    "SPEECH": "kzlab.app.builtins",
+    "resolve_model": "kzlab.app.builtins",
+    "read_wav": "kzlab.audio",
+    "write_wav": "kzlab.audio",
+    "snr_db": "kzlab.audio",
+    "snr_text": "kzlab.audio",
+    "available_backends": "kzlab.runtime.backends",
+    "RunSpec": "kzlab.app.runner",
+    "RunRecord": "kzlab.app.runner",
+    "execute": "kzlab.app.runner",
+    "placement_diff": "kzlab.analysis.predict.compare",
+    "write_report": "kzlab.report",
+    "families": "kzlab.arch",
 }
 
 
@@ -67,6 +82,7 @@ def __getattr__(name: str):
     return getattr(m, name) if hasattr(m, name) else m
 
 
+#: the eager names above, then every lazy one (tests/test_core.py checks that each resolves)
 __all__ = [
     "NAIVE",
     "BackendError",
@@ -86,7 +102,12 @@ __all__ = [
     "__version__",
     "load",
     "load_model",
+    *_LAZY,
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 # ---- modules that moved in 0.2 (the one-way structure): old import paths keep working, with a warning ---------

@@ -332,3 +332,89 @@ def test_every_family_has_a_file_half_that_ranks_with_formats():
         fh = importlib.import_module(a.files_module)
         assert not [n for n in need if not hasattr(fh, n)], a.files_module
         assert fh.ARCHITECTURE in a.architectures and fh.PRESETS[fh.DEFAULT_PRESET].family == a.name
+
+
+def runtime_privates() -> set[str]:
+    """Private names (`_x`, dunders aside) that kzlab.runtime's classes define: methods and attributes."""
+    out = set()
+    for m, p in MODS.items():
+        if not m.startswith("kzlab.runtime"):
+            continue
+        for n in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(n, ast.ClassDef):
+                for c in ast.walk(n):
+                    name = c.name if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) else (
+                        c.attr if isinstance(c, ast.Attribute) and isinstance(c.value, ast.Name)
+                        and c.value.id == "self" else None
+                    )
+                    if name and name.startswith("_") and not name.startswith("__"):
+                        out.add(name)
+                for c in n.body:  # class-level names (aliases kept for old callers)
+                    if isinstance(c, ast.Assign):
+                        out |= {t.id for t in c.targets if isinstance(t, ast.Name) and t.id.startswith("_")}
+    return out
+
+
+def private_uses(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) where a module reaches into another object's private name from `names` (not self's)."""
+    return [
+        (n.lineno, n.attr)
+        for n in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(n, ast.Attribute) and n.attr in names
+        and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+    ]
+
+
+def test_analysis_uses_no_runtime_private(tmp_path):
+    """The runtime offers public methods for what analysis needs (weights, a fresh scheduler, the session lock)."""
+    names = runtime_privates()
+    assert {"_ensure_weights", "_new_sched", "_lock"} <= names
+    bad = {m: private_uses(p, names) for m, p in MODS.items() if m.startswith("kzlab.analysis")}
+    bad = {m: v for m, v in bad.items() if v}
+    assert not bad, f"analysis modules reaching into the runtime's privates: {bad}"
+    f = tmp_path / "m.py"
+    f.write_text("def f(s):\n    self._lock\n    return s._ensure_weights()\n")
+    assert private_uses(f, names) == [(3, "_ensure_weights")]
+
+
+# ---- the facade and the notebooks ------------------------------------------------------------------------------
+def test_the_facade_lists_what_it_exports_and_every_name_resolves():
+    import kzlab
+
+    assert set(kzlab._LAZY) <= set(kzlab.__all__), "a lazy name missing from kzlab.__all__"
+    assert len(set(kzlab.__all__)) == len(kzlab.__all__)
+    for name in ("profile", "simulate", "whatif", "Workbench", "load", "Lowering", "BackendSpec", "report"):
+        assert name in kzlab.__all__, name
+    unresolved = [n for n in kzlab.__all__ if getattr(kzlab, n, None) is None]
+    assert not unresolved, f"names in kzlab.__all__ that do not resolve: {unresolved}"
+    assert set(kzlab.__all__) <= set(dir(kzlab))
+    assert callable(kzlab.profile) and callable(kzlab.simulate) and isinstance(kzlab.Workbench, type)
+
+
+def notebook_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module or name) of every kzlab import in a notebook source that is not the public API: `import kzlab`,
+    `from kzlab import <a name in kzlab.__all__>` and `kzlab.plots` are public; any other kzlab module is not."""
+    import kzlab
+
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names if a.name.startswith("kzlab") and a.name != "kzlab"]
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("kzlab"):
+            if n.module != "kzlab":
+                out.append((n.lineno, n.module))
+            else:
+                out += [(n.lineno, a.name) for a in n.names if a.name not in kzlab.__all__]
+    return out
+
+
+def test_notebooks_import_only_the_public_api(tmp_path):
+    nbs = sorted((PKG / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert nbs
+    bad = {p.name: notebook_imports(p) for p in nbs}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"notebooks importing kzlab internals (make them public through the facade): {bad}"
+    f = tmp_path / "nb.py"
+    f.write_text("import kzlab\nfrom kzlab import plots, load\nfrom kzlab.audio import snr_db\n"
+                 "from kzlab import _LAZY\n")
+    assert notebook_imports(f) == [(3, "kzlab.audio"), (4, "_LAZY")]

@@ -254,3 +254,42 @@ def test_killed_conversion_never_leaves_a_truncated_gguf(tmp_path):
         if out.exists():
             assert out.read_bytes() == full, f"{out.name}: a partial file under the target name"
             load_model(out)
+
+
+RPC_KILLED_PROFILE = """
+import threading, time, numpy as np, kzlab
+from kzlab.analysis.predict.bench_ops import bench_ops
+from kzlab.runtime.rpc import start_server_process
+srv = start_server_process(threads=1)
+p = kzlab.profile("{f32}", frames=2, backend=srv.address, threads=1, repeat=1, peak=False)
+print("PROFILED", p.config["isolated"], p.config["backend_label"], flush=True)
+b = bench_ops(kzlab.load_model("{f32}"), srv.address, 2, repeat=1, threads=1)
+print("BENCHED", b.config["isolated"], b.backend, len(b.records), flush=True)
+killed = []
+threading.Timer(1.0, lambda: (srv.proc.kill(), killed.append(time.monotonic()))).start()
+for what, fn in (("PROFILE", lambda: kzlab.profile("{f32}", frames=600, backend=srv.address, threads=1,
+                                                    repeat=5, peak=False)),
+                 ("BENCH", lambda: bench_ops(kzlab.load_model("{f32}"), srv.address, 4, threads=1))):
+    try:
+        fn()
+        print(what, "finished")
+    except kzlab.BackendError as e:
+        print(what, f"BackendError: {{e}}", flush=True)
+wav = kzlab.load("{f32}", threads=1).decode(np.ones((16, 4), np.int32))
+print("LOCAL", wav.shape)
+"""
+
+
+def test_rpc_server_killed_mid_profile_and_bench_ops():
+    """Profiling and bench-ops on RPC run in a worker process, as decode does: a lost server is a BackendError."""
+    p = _child(RPC_KILLED_PROFILE.format(f32=F32))
+    rc, out, err = _finish(p, 300)
+    assert rc == 0, f"the process did not survive the lost server (rc {rc}):\n{out}\n{err[-3000:]}"
+    assert "PROFILED worker process" in out, out
+    benched = next(ln for ln in out.splitlines() if ln.startswith("BENCHED"))
+    assert benched.startswith("BENCHED worker process RPC") and int(benched.split()[-1]) > 0, benched
+    prof = next(ln for ln in out.splitlines() if ln.startswith("PROFILE "))
+    assert "BackendError" in prof and "RPC" in prof, prof
+    bench = next(ln for ln in out.splitlines() if ln.startswith("BENCH "))
+    assert "BackendError" in bench and "not reachable" in bench, bench
+    assert "LOCAL (7680,)" in out, out

@@ -32,6 +32,37 @@ def f32(*ne: int) -> TensorInfo:
     return TensorInfo(ne4, "F32", 4 * int(np.prod(ne4)))
 
 
+def test_custom_nodes_are_counted_by_their_family():
+    """A CUSTOM node's FLOPs come from the model's family (Arch.custom_flops), not from a guess in the op table."""
+    from kzlab.arch import get_arch
+
+    qwen, wt = get_arch("qwen3-tts-12hz"), get_arch("wavtokenizer-dec")
+    c, k, t = 4, 3, 10
+    unit = [f32(t, c), f32(c), f32(c), f32(c, c, k), f32(c), f32(c), f32(c), f32(c, c, 1), f32(c)]
+    out = f32(t, c)
+    assert op_flops("CUSTOM", out, unit, custom=qwen.custom_flops) == 2 * t * c * c * (k + 1) + 13 * t * c
+    assert qwen.custom_label("x:CUSTOM", unit) == "residual unit"
+    convt = [f32(t, c), f32(c), f32(c), f32(2 * c, 4, c), f32(2 * c)]
+    out_t = f32(2 * t, 2 * c)
+    assert op_flops("CUSTOM", out_t, convt, custom=qwen.custom_flops) == 2 * t * c * 4 * 2 * c + 5 * t * c + 2 * out_t.n
+    assert op_flops("CUSTOM", out, unit[:3], custom=qwen.custom_flops) == 5 * out.n  # the SnakeBeta node
+    # a family without custom nodes claims none; an unclaimed CUSTOM node counts as a pointwise chain
+    assert wt.custom_flops("x:CUSTOM", out, unit) is None and wt.custom_label("x:CUSTOM", unit) is None
+    assert op_flops("CUSTOM", out, unit, custom=wt.custom_flops) == op_flops("CUSTOM", out, unit) == 5 * out.n
+
+
+def test_fused_nodes_in_a_profile_are_labelled_and_counted_by_the_family(ref):
+    p = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", frames=2, threads=1, repeat=1, warmup=0, peak=False,
+                      mode="fast")  # fmt: skip
+    fused = [n for n in p.nodes if n["op"].startswith("CUSTOM")]
+    assert fused and {n["fused"] for n in fused} <= {"residual unit", "snake + transposed conv", "snake"}
+    units = [n for n in fused if n["fused"] == "residual unit"]
+    assert units and all(n["flops"] > 13 * np.prod(n["ne"]) for n in units)  # the products are counted
+    groups = p.by_group()
+    assert [g["group"] for g in groups][:1] == [p.config["stage_groups"][p.by_stage()[0]["stage"]]]
+    assert sum(g["share"] for g in groups) == pytest.approx(sum(r["share"] for r in p.by_stage()))
+
+
 def test_op_table():
     # MUL_MAT: src0 [K, M], src1 [K, N, B] -> [M, N, B]: 2 M N K B
     assert op_flops("MUL_MAT", f32(5, 7, 3), [f32(11, 5), f32(11, 7, 3)]) == 2 * 5 * 7 * 11 * 3
@@ -235,6 +266,7 @@ def test_profile_rpc_plain_and_sched(ref):
         p = kzlab.profile(TINY / "qwentts-tokenizer-f32.gguf", backend=[srv.address, "cpu"], **kw)
     # plain RPC: profiled through a scheduler of its own, every node stays on the server, nothing is copied
     assert snr_db(plain.wav, ref["wav"][: FRAMES * 1920]) >= 70 and not plain.config["sched"]
+    assert plain.config["isolated"] == p.config["isolated"] == "worker process"  # as decode: a lost server can't abort
     assert {n["backend"] for n in plain.nodes} == {srv.address}
     assert len(plain.splits) == 1 and plain.splits[0]["input_bytes"] == 0
     assert snr_db(p.wav, ref["wav"][: FRAMES * 1920]) >= 70
@@ -278,6 +310,7 @@ def test_cli_profile_json(tmp_path):
         "--no-peak", "--json", str(out), "--trace", str(trace),
     )  # fmt: skip
     assert "decoder.4" in p.stdout and "MUL_MAT" in p.stdout and "overhead" in p.stdout
+    assert "by block (qwen3-tts-12hz): " in p.stdout and "BigVGAN" not in p.stdout
     d = json.loads(out.read_text())
     for key in ("config", "wall_ms", "overhead_ratio", "layers", "nodes"):
         assert key in d

@@ -6,13 +6,9 @@ Conventions (one multiply-add = 2 FLOPs):
 - CONV_TRANSPOSE_1D (the direct lowering): 2 * Cin * Cout * K * T_in, the algorithmic count.
 - elementwise ops: one FLOP per output element (SIN, EXP, ... counted as 1: a count of ops, not of cycles).
 - norms / softmax: a few FLOPs per element, stated below.
-- CUSTOM: kzlab's fused nodes (kzlab.graph.fused). The SnakeBeta node counts as the five pointwise ops it
-  replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded graphs compare. The residual-unit node (nine
-  sources, the conv1 weight ne [C, C, K] third) counts its two products, 2 * T * C * C * (K + 1), two snakes
-  (5 per element each) and its bias and residual adds (3 per element). The SnakeBeta + transposed-conv node
-  (five sources, the weight ne [C_out, K, C_in] fourth) counts its product on the input frames,
-  2 * T_in * C_in * K * C_out (the algorithmic count), the snake (5 per input element) and the overlap and
-  bias adds (2 per output element).
+- CUSTOM: a decoder family's fused nodes. Only the family knows what its custom nodes compute, so it counts
+  them (`kzlab.arch.Arch.custom_flops`, passed here as `custom`); a CUSTOM node no family claims counts
+  5 FLOPs per output element (a pointwise chain).
 Bytes moved = bytes of every source read once + bytes of the output written once (a lower bound: no
 re-reads through cache misses), the usual roofline convention.
 The layer-level conv convention ("algorithmic" vs "seed" for transposed convs) lives in LayerRecord.
@@ -21,6 +17,7 @@ The layer-level conv convention ("algorithmic" vs "seed" for transposed convs) l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MOVE_OPS = {
@@ -61,10 +58,6 @@ ELEMENTWISE = {
     "ACC": 1,
     "CUSTOM": 5,
 }
-#: sources of kzlab's fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES)
-UNIT_SOURCES = 9
-#: sources of kzlab's fused SnakeBeta + transposed-conv node (x, alpha, beta, weight, bias)
-CONVT_SOURCES = 5
 #: FLOPs per element of reductions / normalisations
 PER_ELEMENT = {"RMS_NORM": 3, "NORM": 5, "SOFT_MAX": 5, "ROPE": 6, "SUM_ROWS": 1, "MEAN": 1}
 
@@ -84,9 +77,25 @@ class TensorInfo:
         return math.prod(self.ne)
 
 
-def op_flops(op: str, out: TensorInfo, srcs: list[TensorInfo | None], op_params: tuple[int, ...] = ()) -> int:
-    """FLOPs of one node (0 for data movement)."""
+#: a family's count of its custom nodes: (node name, output, sources) -> FLOPs, or None for a node not its own
+CustomFlops = Callable[[str, TensorInfo, "list[TensorInfo | None]"], "int | None"]
+
+
+def op_flops(
+    op: str,
+    out: TensorInfo,
+    srcs: list[TensorInfo | None],
+    op_params: tuple[int, ...] = (),
+    custom: CustomFlops | None = None,
+    name: str = "",
+) -> int:
+    """FLOPs of one node (0 for data movement); `custom` is the model's family's count of its CUSTOM nodes
+    (`kzlab.arch.arch_of(hp).custom_flops`), `name` the node's name it may read."""
     base = op.split("(")[0]
+    if base == "CUSTOM" and custom is not None:
+        n = custom(name, out, srcs)
+        if n is not None:
+            return int(n)
     if base == "MUL_MAT" and len(srcs) >= 2 and srcs[0] is not None and srcs[1] is not None:
         k = srcs[0].ne[0]
         m, n = out.ne[0], out.ne[1]
@@ -96,14 +105,6 @@ def op_flops(op: str, out: TensorInfo, srcs: list[TensorInfo | None], op_params:
         k, cout, cin = srcs[0].ne[0], srcs[0].ne[1], srcs[0].ne[2]
         t_in = srcs[1].ne[0]
         return 2 * cin * cout * k * t_in
-    if base == "CUSTOM" and len(srcs) == UNIT_SOURCES and srcs[3] is not None:
-        c_out, c_in, k = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
-        t = out.n // max(c_out, 1)
-        return 2 * t * c_in * c_out * (k + 1) + (2 * 5 + 3) * out.n
-    if base == "CUSTOM" and len(srcs) == CONVT_SOURCES and srcs[3] is not None and srcs[0] is not None:
-        c_out, k, c_in = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
-        t_in = srcs[0].n // max(c_in, 1)
-        return 2 * t_in * c_in * k * c_out + 5 * srcs[0].n + 2 * out.n
     if base in MOVE_OPS:
         return 0
     if base in ELEMENTWISE:

@@ -26,6 +26,7 @@ the granularity, the cost model, the number of stretches and the share of the no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from kzlab.analysis.evolution import evolution as stage_evolution
-from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
+from kzlab.analysis.flops import CustomFlops, TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
+from kzlab.arch import arch_of
 from kzlab.codes import random_codes, validate_codes
 from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
@@ -46,8 +48,9 @@ from kzlab.model.model import Model
 from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
 from kzlab.runtime.profiler import DEFAULT_BUDGET, NodeInfo, Profiler, check_granularity
+from kzlab.runtime.remote import call_isolated, check_servers, in_worker
 from kzlab.runtime.session import Session
-from kzlab.runtime.spec import BackendSpec
+from kzlab.runtime.spec import BackendSpec, is_rpc
 
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
 
@@ -87,14 +90,18 @@ class Profile:
             r["n_layers"] += 1
             for k in ("time_ms", "flops", "bytes", "macs", "macs_seed"):
                 r[k] += lay[k]
-        stray = [n for n in self.nodes if not n["stage"]]
-        if stray:
-            r = out.setdefault("(graph)", {"stage": "(graph)", "n_layers": 0, "time_ms": 0.0, "flops": 0})
-            r.update(bytes=r.get("bytes", 0), macs=0, macs_seed=0)
-            for n in stray:
-                r["time_ms"] += n["time_ms"]
-                r["flops"] += n["flops"]
-                r["bytes"] += n["bytes"]
+        # nodes outside every layer (views and copies ggml named after their source): to the stage they were
+        # attributed to (see _attribute_stages), else to "(graph)"
+        paths = {lay["path"] for lay in self.layers}
+        for n in self.nodes:
+            if n["layer"] in paths:
+                continue
+            st = n["stage"] or "(graph)"
+            r = out.setdefault(st, {"stage": st, "n_layers": 0, "time_ms": 0.0, "flops": 0})
+            r.update(bytes=r.get("bytes", 0), macs=r.get("macs", 0), macs_seed=r.get("macs_seed", 0))
+            r["time_ms"] += n["time_ms"]
+            r["flops"] += n["flops"]
+            r["bytes"] += n["bytes"]
         return _with_rates(out.values(), total)
 
     def by_op(self) -> list[dict[str, Any]]:
@@ -108,6 +115,19 @@ class Profile:
             r["flops"] += n["flops"]
             r["bytes"] += n["bytes"]
         return sorted(_with_rates(out.values(), total), key=lambda r: -r["time_ms"])
+
+    def by_group(self) -> list[dict[str, Any]]:
+        """Time and FLOPs per block kind (the family's stage groups, `config["stage_groups"]`, e.g. all ConvNeXt
+        blocks together), in model order, with each one's share of the node time."""
+        groups = self.config.get("stage_groups") or {}
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.by_stage():
+            grp = groups.get(r["stage"], r["stage"].split(".")[0])
+            g = out.setdefault(grp, {"group": grp, "n_stages": 0, "time_ms": 0.0, "flops": 0, "bytes": 0})
+            g["n_stages"] += 1
+            for k in ("time_ms", "flops", "bytes"):
+                g[k] += r[k]
+        return _with_rates(out.values(), self.node_time_ms or 1.0)
 
     def share(self, stage_prefix: str = "decoder.") -> float:
         """Fraction of the node time spent in stages whose name starts with `stage_prefix`."""
@@ -205,11 +225,12 @@ def _layer_rows(records, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _node_cost(n) -> tuple[int, int]:
-    """(FLOPs, bytes moved) of a measured node, from the op table."""
+def _node_cost(n, custom: CustomFlops | None = None) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of a measured node, from the op table (`custom`: the family's count of its custom
+    nodes)."""
     out = TensorInfo(tuple(n.ne), n.type, n.nbytes)
     srcs = [TensorInfo(tuple(ne), t, nb) for ne, t, nb in zip(n.src_ne, n.src_types, n.src_nbytes, strict=True)]
-    return op_flops(n.op, out, srcs), op_bytes(n.op, out, srcs)
+    return op_flops(n.op, out, srcs, custom=custom, name=n.name), op_bytes(n.op, out, srcs)
 
 
 APPORTION = ("auto", "calibrated", "roofline")
@@ -223,8 +244,8 @@ def _roofline_ms(cost: tuple[int, int]) -> float:
     return max(cost[0] / (ROOFLINE_GFLOPS * 1e6), cost[1] / (ROOFLINE_GBS * 1e6))
 
 
-def _roofline_estimate(n: NodeInfo) -> float:
-    return _roofline_ms(_node_cost(n))
+def _roofline_estimate(n: NodeInfo, custom: CustomFlops | None = None) -> float:
+    return _roofline_ms(_node_cost(n, custom))
 
 
 def _calibrated_ms(nodes: list[NodeInfo], costs: list[tuple[int, int]]) -> dict[int, float]:
@@ -259,10 +280,30 @@ def _apportion(meas, costs: list[tuple[int, int]], model: str) -> dict[int, tupl
     return out
 
 
-def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any]]:
+def _attribute_stages(nodes, stage_of: dict[str, str]) -> dict[int, str]:
+    """node index -> its stage. A node of a layer has its layer's stage. A node outside every layer (ggml names a
+    view, reshape or copy after its source, e.g. `x.weight (reshaped)` or ` (view) (cont)`, so the builder's
+    layer naming misses it) takes the stage of its first source node that has one (sources come first in graph
+    order), else of its first consumer that has one; a node with neither stays outside ("")."""
+    out = {n.index: stage_of.get(n.layer, "") for n in nodes}
+    for n in nodes:
+        if not out[n.index]:
+            out[n.index] = next((out[i] for i in n.src_nodes if out.get(i)), "")
+    for n in reversed(nodes):  # consumers come after their sources: walk back
+        if out[n.index]:
+            for i in n.src_nodes:
+                if i in out and not out[i]:
+                    out[i] = out[n.index]
+    return out
+
+
+def _node_rows(
+    meas, stage_of: dict[str, str], model: str, custom: CustomFlops | None = None, custom_label=None
+) -> list[dict[str, Any]]:
     nodes = meas.nodes
-    costs = [_node_cost(n) for n in nodes]
+    costs = [_node_cost(n, custom) for n in nodes]
     shares = _apportion(meas, costs, model)
+    stages = _attribute_stages(nodes, stage_of)
     rows = []
     for n, cost in zip(nodes, costs, strict=True):
         st = meas.stretches[n.stretch] if 0 <= n.stretch < len(meas.stretches) else None
@@ -279,7 +320,7 @@ def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any
                 "name": n.name,
                 "op": n.op,
                 "layer": n.layer,
-                "stage": stage_of.get(n.layer, ""),
+                "stage": stages[n.index],
                 "backend": n.backend,
                 "time_ms": share * stretch_ms,
                 "spread_ms": share * (st.spread_ms if st else 0.0),
@@ -294,6 +335,7 @@ def _node_rows(meas, stage_of: dict[str, str], model: str) -> list[dict[str, Any
                 "src_ne": [list(x) for x in n.src_ne],
                 "src_types": n.src_types,
                 "is_view": n.is_view,
+                "fused": (custom_label(n.name, n.src_ne) or "") if custom_label and n.op.startswith("CUSTOM") else "",
             }
         )
     return rows
@@ -362,12 +404,25 @@ def profile(
     lowering = lowering or Lowering()
     hp = model.hparams
     if codes is not None:
+        if hp.num_quantizers == 1 and np.ndim(codes) == 1:  # [T] for a one-codebook family, as decode takes
+            codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, hp)
     else:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
             raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
         c = random_codes(hp, frames, seed)
     T = int(c.shape[1])
+    if any(is_rpc(n) for n in spec.names()) and not in_worker():
+        # ggml aborts the process when an RPC server goes away: profile in a worker process, as decode does
+        check_servers(spec.names())
+        prof = call_isolated(
+            "kzlab.analysis.profile:profile", model, codes=c, backends=spec, lowering=lowering, repeat=repeat,
+            warmup=warmup, peak=peak, progress=False, granularity=granularity, apportion=apportion, budget=budget,
+            label=", ".join(spec.names()), doing="profiling",
+        )
+        prof.config["isolated"] = "worker process"
+        return prof
+    custom = arch_of(hp).custom_flops
     with Session(model, lowering, spec) as s:
         meas = Profiler(s).measure(
             T,
@@ -377,7 +432,7 @@ def profile(
             progress=progress,
             granularity=granularity,
             calibrate=model_used == "calibrated",
-            estimate=_roofline_estimate,
+            estimate=functools.partial(_roofline_estimate, custom=custom),
             budget=budget,
         )
         records = list(s.graph(T).layers)
@@ -397,6 +452,8 @@ def profile(
             "sched_requested": spec.sched,
             "op_offload": rb.op_offload,
             "weights_on": rb.weights_on,
+            "family": arch_of(hp).name,
+            "stage_groups": {st.name: st.group for st in arch_of(hp).stages(hp)},
             "frames": T,
             "samples": int(meas.output.shape[-1]) if meas.output is not None else 0,
             "model": str(model.path),
@@ -420,13 +477,14 @@ def profile(
             "apportion_requested": apportion,
             "calibration_runs": len(meas.calib_all_ms),
             "calib_all_ms": meas.calib_all_ms,
+            "isolated": "",
             "versions": versions(),
             "machine": machine(),
         }
     peak_info = mul_mat_peak(config["threads"]) if peak else {"gflops": 0.0}
     config["peak"] = peak_info
     stage_of = {r.path: r.stage for r in records}
-    nodes = _node_rows(meas, stage_of, model_used)
+    nodes = _node_rows(meas, stage_of, model_used, custom, arch_of(hp).custom_label)
     total = sum(n["time_ms"] for n in nodes)
     config["n_measured"] = sum(n["timing"] == "measured" for n in nodes)
     config["n_apportioned"] = sum(n["timing"] == "apportioned" for n in nodes)

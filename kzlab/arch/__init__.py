@@ -56,9 +56,11 @@ class Arch(Protocol):
     files_module: str
     #: the class of the family's hyperparameters (it carries `family = name`)
     hparams_type: type
-    #: default chunking of long decodes (frames per chunk, frames of left context)
+    #: default chunking of long decodes (frames per chunk, frames of left context before each chunk and of right
+    #: context, a lookahead, after it; both decoded and dropped)
     chunk_size: int
     left_context: int
+    right_context: int
     #: other names users give stages (e.g. 'latent', 'codes')
     stage_aliases: dict[str, str]
     #: whether kzlab has fused CPU nodes for this family (`mode="fast"`); without them every run is portable
@@ -99,6 +101,20 @@ class Arch(Protocol):
 
     def keeps_f16_in_q8_0(self, role: str) -> bool:
         """Whether a matrix stays F16 when the decoder is quantized to Q8_0."""
+
+    def chunk_split(self, hp: Any) -> tuple[str, str, int] | None:
+        """Where a chunked decode splits the decoder, for a family whose early blocks see the whole sequence
+        (attention, GroupNorm) and whose later ones are local: (the last stage run on the whole sequence, the
+        first stage run in chunks, the frames either side on which one output frame of that local part depends).
+        None: every chunk runs the whole decoder, with left and right context (upstream's chunked_decode)."""
+
+    def custom_flops(self, name: str, out: Any, srcs: Sequence[Any]) -> int | None:
+        """FLOPs of one of the family's custom (fused) graph nodes, from its name, its output and its sources
+        (records with `ne` (ggml order), `n` and `type`; a source may be None); None when the node is not one of
+        the family's (the op table then counts it as a pointwise chain)."""
+
+    def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
+        """A short label for one of the family's custom nodes (what it fuses), or None."""
 
 
 def family_names() -> list[str]:

@@ -14,7 +14,7 @@ def register(sub) -> None:
     add_model(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--frames", type=int, default=31, help="random codes of N frames (default 31)")
-    src.add_argument("--codes", help="codes [16, T] as .npy / .npz / .json")
+    src.add_argument("--codes", help="codes [codebooks, T] (or [T] for a one-codebook family) as .npy / .npz / .json")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (medians are reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the profile as JSON")
@@ -74,7 +74,8 @@ def run(args) -> int:
     print("\n".join(_table(prof.by_stage(), "stage", prof.peak_gflops)))
     print()
     print("\n".join(_table(prof.by_op(), "op", prof.peak_gflops)))
-    print(f"\nBigVGAN part (decoder.*): {100 * prof.share('decoder.'):.1f}% of the node time")
+    blocks = ", ".join(f"{r['group']} {100 * r['share']:.1f}% ({r['flops'] / 1e9:.3f} GFLOP)" for r in prof.by_group())
+    print(f"\nby block ({c.get('family', '?')}): {blocks}; shares of the node time")
     if args.json_out:
         prof.to_json(args.json_out)
         print(f"wrote {args.json_out}")

@@ -29,13 +29,15 @@ def first_stage(hp: Any) -> str:
 
 def build_graph(
     weights: WeightTensors, plan: LoweringPlan, hp: Any, frames: int, start: str | None = None,
-    keep_stages: bool = False,
+    keep_stages: bool = False, stop: str | None = None,
 ) -> GraphBuilder:
-    """A GraphBuilder whose `gf` holds the graph from `start` (default: the codes) to the family's last output;
-    the caller frees it."""
+    """A GraphBuilder whose `gf` holds the graph from `start` (default: the codes) to the family's last output,
+    or to stage `stop` (its output is then the graph's: a family that splits its chunked decode there,
+    `Arch.chunk_split`, takes `stop`); the caller frees it."""
     b = GraphBuilder(weights, plan, keep_stages=keep_stages)
     try:
-        b.finish(family_graph(hp).build_decoder(b, hp, frames, start or first_stage(hp)))
+        extra = {} if stop is None else {"stop": stop}
+        b.finish(family_graph(hp).build_decoder(b, hp, frames, start or first_stage(hp), **extra))
     except BaseException:
         b.free()
         raise

@@ -32,11 +32,9 @@ SPEECH_SECONDS = 1.0  # seconds of speech for the known-answer round trip (full 
 from IPython.display import Audio, display
 
 import kzlab
-from kzlab import plots
 
 # %%
-from kzlab.app.builtins import SPEECH, TINY_DECODER, resolve_model  # shipped in the package: no checkout needed
-from kzlab.codes import random_codes
+from kzlab import SPEECH, TINY_DECODER, plots, random_codes, resolve_model  # shipped in the package: no checkout needed
 
 path = resolve_model(MODEL or str(TINY_DECODER))
 dec = kzlab.load(path, threads=THREADS)
@@ -82,7 +80,7 @@ if prof is not None:
 # into the 1024-channel latent that decodes back to it through the real full-size graph.
 
 # %%
-from kzlab.audio import read_wav, snr_db, snr_text
+from kzlab import read_wav, snr_db, snr_text
 
 ka = kzlab.load(resolve_model("known-answer"), threads=THREADS)
 speech, sr = read_wav(SPEECH)

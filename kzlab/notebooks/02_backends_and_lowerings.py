@@ -42,14 +42,15 @@ import time
 from IPython.display import display
 
 import kzlab
-from kzlab import plots
-from kzlab.app.builtins import (
+from kzlab import (
     TINY_DECODER,  # shipped in the package: no checkout needed
+    available_backends,
+    plots,
+    random_codes,
     resolve_model,
+    snr_db,
+    snr_text,
 )
-from kzlab.audio import snr_db, snr_text
-from kzlab.codes import random_codes
-from kzlab.runtime.backends import available_backends
 
 path = resolve_model(MODEL or str(TINY_DECODER))
 print("backends here:", available_backends())

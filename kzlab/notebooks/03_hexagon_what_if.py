@@ -48,8 +48,7 @@ CACHE = True              # reuse CPU profiles measured before (False: profile e
 from IPython.display import display
 
 import kzlab
-from kzlab import plots
-from kzlab.app.builtins import resolve_model
+from kzlab import plots, resolve_model
 
 path = resolve_model(MODEL)
 model = kzlab.load_model(path)

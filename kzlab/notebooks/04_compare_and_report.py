@@ -37,12 +37,16 @@ REPORT = "compare-report.html"
 from IPython.display import Audio, display
 
 import kzlab
-from kzlab import plots
-from kzlab.app.builtins import TINY_DECODER  # shipped in the package: no checkout needed
 
 # %%
-from kzlab.app.runner import RunSpec, execute
-from kzlab.audio import snr_db, snr_text
+from kzlab import (
+    TINY_DECODER,  # shipped in the package: no checkout needed
+    RunSpec,
+    execute,
+    plots,
+    snr_db,
+    snr_text,
+)
 
 MODE = "portable"  # the same on both sides: a comparison of two lowerings of ggml ops
 model = MODEL or str(TINY_DECODER)
@@ -77,7 +81,7 @@ if a.profile is not None and b.profile is not None:
 # sources) and its memory: the nodes that moved, splits, copies and milliseconds per stage.
 
 # %%
-from kzlab.analysis.predict.compare import placement_diff
+from kzlab import placement_diff
 
 low = kzlab.Lowering(mode="portable", conv="im2col-f32", conv_src1="data")
 cpu_prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, repeat=1, warmup=1,
@@ -91,7 +95,7 @@ for m in (pa.memory["HTP"], pb.memory["HTP"]):
 display(plots.predicted_stages([pa, pb], ["v0.15.2", "v0.15.3"]))
 
 # %%
-from kzlab.report import write_report
+from kzlab import write_report
 
 out = write_report(runs, REPORT, "A/B comparison")
 print("wrote", out.resolve())

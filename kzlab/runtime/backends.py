@@ -134,7 +134,12 @@ class BackendSet:
             g.ggml_backend_cpu_set_abort_callback(c.handle, cb, None)
 
     # ---- allocation and compute ----------------------------------------------------------------------------
-    def _new_sched(self) -> None:
+    def new_sched(self) -> None:
+        """A fresh scheduler over these backends (any previous one freed): it reads GGML_SCHED_DEBUG now, which is
+        how a caller captures the scheduler's own log of a graph."""
+        if self.sched is not None:
+            g.ggml_backend_sched_free(self.sched)
+            self.sched = None
         n = len(self.backends)
         arr = (g.ggml_backend_t_ctypes * n)(*[b.handle for b in self.backends])
         self._keep.append(arr)
@@ -142,10 +147,17 @@ class BackendSet:
         if not self.sched:
             raise BackendError(f"could not create a scheduler over {self.describe()}")
 
+    def ensure_sched(self) -> None:
+        """The scheduler, created if there is none yet."""
+        if self.sched is None:
+            self.new_sched()
+
+    _new_sched = new_sched  # the name before it was public
+
     def allocate(self, bg) -> None:
         if self.use_sched:
             if self.sched is None:
-                self._new_sched()
+                self.new_sched()
             sources_of(bg)  # record the graph's own sources before the scheduler rewires any of them
             if self._current is not None:
                 restore_sources(self._current)

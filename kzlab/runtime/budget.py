@@ -95,13 +95,15 @@ def graph_compute_bytes(gf: Any, buft: Any) -> int:
         g.ggml_gallocr_free(alloc)
 
 
-def estimate_compute_bytes(session: Any, frames: int, start: str | None = None, stages: bool = False) -> int:
+def estimate_compute_bytes(
+    session: Any, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None
+) -> int:
     """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer."""
     from ggml import ggml as g
 
     from kzlab.graph.build import build_graph
 
-    b = build_graph(session._ensure_weights(), session.plan, session.model.hparams, frames, start, stages)
+    b = build_graph(session.ensure_weights(), session.plan, session.model.hparams, frames, start, stages, stop)
     try:
         buft = g.ggml_backend_get_default_buffer_type(session.backends.primary.handle)
         return graph_compute_bytes(b.gf, buft)
@@ -128,21 +130,30 @@ def suggest_chunk(
     return lo
 
 
-def check_session_budget(session: Any, frames: int, start: str, budget: Any = None, stages: bool = False) -> None:
+def check_session_budget(
+    session: Any, frames: int, start: str, budget: Any = None, stages: bool = False, stop: str | None = None
+) -> None:
     """Refuse, before any allocation, a graph whose compute buffer would exceed the memory budget.
 
     Shapes the session already allocated passed this check before; they are not measured again.
     """
-    if (start, frames, stages) in getattr(session, "_graphs", {}):
+    from kzlab.graph.build import first_stage
+    from kzlab.runtime.session import graph_key
+
+    key = graph_key(start or first_stage(session.model.hparams), frames, stages, stop)
+    if key in getattr(session, "_graphs", {}):
         return
     limit = memory_budget(budget)
-    need = estimate_compute_bytes(session, frames, start, stages)
+    need = estimate_compute_bytes(session, frames, start, stages, stop)
     if need <= limit:
         return
     hint = ""
-    from kzlab.graph.build import first_stage
-
-    if start is None or start == first_stage(session.model.hparams):
+    if stop is not None:
+        hint = (
+            f"; the blocks up to {stop} see the whole sequence and run on all of it in a chunked decode: "
+            "decode(codes, chunked=True, split=False) runs them per chunk instead (an approximation)"
+        )
+    elif start is None or start == first_stage(session.model.hparams):
         fit = suggest_chunk(session, limit, frames)
         hint = (
             f"; decode in chunks: decode(codes, chunked=True, chunk_size={fit})"

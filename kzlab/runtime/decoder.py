@@ -115,11 +115,18 @@ class Decoder:
         left_context: int | None = None,
         intermediates: bool = False,
         progress: ProgressFn | bool | None = None,
+        right_context: int | None = None,
+        split: bool | None = None,
     ):
         """Codes [n_codebooks, T] -> waveform float32 [T * samples per frame] (a DecodeOutput when
         intermediates=True). A one-codebook family also takes codes [T].
 
-        `chunk_size` and `left_context` default to the family's (300 and 25 frames for the first family).
+        `chunk_size`, `left_context` and `right_context` (frames decoded after each chunk and dropped: a lookahead)
+        default to the family's (`kzlab.arch.Arch`: 300, 25 and 0 frames for the first family). A family whose
+        early blocks see the whole sequence says where to split (`Arch.chunk_split`): with `split` (None: the
+        default where the family has one) those blocks run once on the whole sequence, and only the local rest
+        in chunks, with at least the context it reaches on each side, so that chunks join exactly; `split=False`
+        runs every chunk through the whole decoder (upstream's chunked_decode, an approximation there).
         `progress` (chunked decodes, per chunk): None = a bar unless kzlab is quiet, False = none, or fn(done,
         total)."""
         if self.hparams.num_quantizers == 1 and np.ndim(codes) == 1:
@@ -127,10 +134,11 @@ class Decoder:
         c = validate_codes(codes, self.hparams)
         chunk_size = self.arch.chunk_size if chunk_size is None else chunk_size
         left_context = self.arch.left_context if left_context is None else left_context
+        right_context = getattr(self.arch, "right_context", 0) if right_context is None else right_context
         if chunked:
             if intermediates:
                 raise InvalidInputError("intermediates are not available with chunked=True")
-            return self._decode_chunked(c, chunk_size, left_context, progress)
+            return self._decode_chunked(c, chunk_size, left_context, progress, right_context, split)
         out = self._run(c.shape[1], {"codes": c}, stages=intermediates)
         wav = out.pop("wav")[0]
         return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
@@ -167,34 +175,58 @@ class Decoder:
         return t // per
 
     def _decode_chunked(
-        self, codes: np.ndarray, chunk_size: int, left_context: int, progress: ProgressFn | bool | None = None
+        self,
+        codes: np.ndarray,
+        chunk_size: int,
+        left_context: int,
+        progress: ProgressFn | bool | None = None,
+        right_context: int = 0,
+        split: bool | None = None,
     ) -> np.ndarray:
-        """Upstream chunked_decode: chunks of `chunk_size` frames, each with `left_context` frames before it."""
-        if not isinstance(chunk_size, int) or chunk_size < 1:
-            raise InvalidInputError(f"chunk_size must be an integer >= 1; got {chunk_size!r}")
-        if not isinstance(left_context, int) or left_context < 0:
-            raise InvalidInputError(f"left_context must be an integer >= 0; got {left_context!r}")
+        """Upstream chunked_decode: chunks of `chunk_size` frames, each decoded with `left_context` frames before
+        it and `right_context` frames after it (both dropped from the output). With right_context 0 this is
+        exactly upstream's; a lookahead helps a family whose blocks see the whole sequence (attention, GroupNorm)
+        or whose output frames overlap their neighbours' (an inverse STFT)."""
+        for name, v, low in (("chunk_size", chunk_size, 1), ("left_context", left_context, 0),
+                             ("right_context", right_context, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InvalidInputError(f"{name} must be an integer >= {low}; got {v!r}")
+        if split not in (None, True, False):
+            raise InvalidInputError(f"split must be True, False or None; got {split!r}")
+        where = self.arch.chunk_split(self.hparams)
+        if split and where is None:
+            raise InvalidInputError(f"the {self.arch.name} family has no split point for chunked decodes")
         up = self.arch.samples_per_frame(self.hparams)
         T = codes.shape[1]
+        inputs, start_stage = {"codes": codes}, None
+        if where is not None and split is not False:
+            stop, start_stage, reach = where
+            # the blocks that see the whole sequence run once, on all of it; the rest is local to `reach` frames
+            x = self._run(T, {"codes": codes}, stop=stop)[stop]
+            inputs = {"x": x}
+            left_context, right_context = max(left_context, reach), max(right_context, reach)
         pieces = []
         start = 0
         with Progress(-(-T // chunk_size), "decoding chunks", progress, unit="chunk") as bar:
             while start < T:
                 end = min(start + chunk_size, T)
                 ctx = left_context if start - left_context > 0 else start
-                part = np.ascontiguousarray(codes[:, start - ctx : end])
-                wav = self._run(part.shape[1], {"codes": part})["wav"][0]
-                pieces.append(wav[ctx * up :])
+                ahead = min(right_context, T - end)
+                part = {k: np.ascontiguousarray(v[:, start - ctx : end + ahead]) for k, v in inputs.items()}
+                wav = self._run(ctx + end - start + ahead, part, start=start_stage)["wav"][0]
+                pieces.append(wav[ctx * up : (ctx + end - start) * up])
                 start = end
                 bar.step()
         return np.concatenate(pieces)
 
-    def _run(self, frames: int, inputs: dict, start: str | None = None, stages: bool = False) -> dict:
+    def _run(
+        self, frames: int, inputs: dict, start: str | None = None, stages: bool = False, stop: str | None = None
+    ) -> dict:
         """session.run behind the memory-budget check (a worker session checks in its own process)."""
         if isinstance(self.session, RemoteSession):
-            return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget)
-        check_session_budget(self.session, frames, start, self.memory_budget, stages)
-        return self.session.run(frames, inputs, start, stages)
+            return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget, stop=stop)
+        check_session_budget(self.session, frames, start, self.memory_budget, stages, stop)
+        return self.session.run(frames, inputs, start, stages, stop)
 
     def close(self) -> None:
         self.session.close()

@@ -132,6 +132,8 @@ class NodeInfo(_Timed):
     src_nbytes: list[int]
     backend: str = ""
     is_view: bool = False
+    #: the graph position of each source that is a node of this graph (-1: a leaf, a weight or an input)
+    src_nodes: list[int] = field(default_factory=list)
     split: int = 0
     stretch: int = -1
     times_ms: list[float] = field(default_factory=list)
@@ -146,10 +148,12 @@ def describe_nodes(bg, backends: list[str]) -> list[NodeInfo]:
     """
     ptr = ctypes.POINTER(g.ggml_tensor)
     out = []
+    position: dict[int, int] = {}
     for i, (node, src_addrs) in enumerate(sources_of(bg)):
         name = node.contents.name.decode()
         op = g.ggml_op_desc(node).decode()
         srcs = [ctypes.cast(a, ptr) for a in src_addrs if a]
+        position[ctypes.cast(node, ctypes.c_void_p).value] = i
         out.append(
             NodeInfo(
                 index=i,
@@ -165,6 +169,7 @@ def describe_nodes(bg, backends: list[str]) -> list[NodeInfo]:
                 src_nbytes=[int(g.ggml_nbytes(s)) for s in srcs],
                 backend=backends[i] if i < len(backends) else "",
                 is_view=int(node.contents.op) in VIEW_OP_IDS or op in VIEW_OPS,
+                src_nodes=[position.get(a, -1) for a in src_addrs if a],
             )
         )
     return out
@@ -459,7 +464,7 @@ class Profiler:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidOptionError(f"budget={budget!r}: expected an integer >= 1")
         s, bs = self.s, self.bs
-        with s._lock:
+        with s.lock:
             bg = s.graph(frames, start)
             bs.prepare(bg)
             backends = bs.node_backends(bg)

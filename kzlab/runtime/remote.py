@@ -9,6 +9,10 @@ The caller gets a BackendError at once, and the next call starts a fresh worker.
 
 It offers the part of `Session` that `Decoder` uses (`run`, `plan`, `resolved`, `cancel`, `close`). Backends
 and lowering are resolved here, in the caller, before the worker starts: the worker opens exactly that.
+
+Profiling and bench-ops on an RPC backend go through the same door: `call_isolated` runs one whole call (e.g.
+`kzlab.analysis.profile:profile`) in a fresh worker and returns its result, so that a server lost mid-profile
+is a BackendError there too. Code that may be called either way asks `in_worker()` to not isolate twice.
 """
 
 from __future__ import annotations
@@ -41,6 +45,34 @@ class _Spec:
     backends: Any  # ResolvedBackends
 
 
+@dataclass
+class _Call:
+    """One call to run in a worker: `target` is 'module:function'; its result is sent back."""
+
+    target: str
+    args: tuple
+    kwargs: dict
+
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a kzlab worker (an isolated call or an RPC session): no further isolation."""
+    return _IN_WORKER
+
+
+def _call_main(conn: Any, call: _Call) -> None:
+    import importlib
+
+    try:
+        mod, fn = call.target.split(":")
+        result = getattr(importlib.import_module(mod), fn)(*call.args, **call.kwargs)
+        conn.send(("ok", result))
+    except BaseException as e:
+        conn.send(("error", _portable(e)))
+
+
 def _worker_main(conn: Any, spec: _Spec) -> None:
     """The worker: open the session, then answer run requests until told to stop or the pipe closes."""
     try:
@@ -58,12 +90,12 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         if msg[0] == "stop":
             break
-        _, frames, inputs, start, stages, budget = msg
+        _, frames, inputs, start, stages, budget, stop = msg
         try:
             from kzlab.runtime.budget import check_session_budget
 
-            check_session_budget(session, frames, start, budget, stages)
-            conn.send(("ok", session.run(frames, inputs, start, stages)))
+            check_session_budget(session, frames, start, budget, stages, stop)
+            conn.send(("ok", session.run(frames, inputs, start, stages, stop)))
         except BaseException as e:
             conn.send(("error", _portable(e)))
     session.close()
@@ -99,16 +131,13 @@ class RemoteSession:
     """A Session whose ggml work happens in a worker process (used for every backend list with rpc://)."""
 
     def __init__(self, model: Any, lowering: Any = None, backends: Any = None, timeout: float | None = None):
-        from kzlab.runtime.backends import check_reachable
-        from kzlab.runtime.spec import BackendSpec, is_rpc, parse_rpc, resolve_run
+        from kzlab.runtime.spec import BackendSpec, resolve_run
 
         self.resolved, self.plan = resolve_run(lowering, backends or BackendSpec())
-        for n in self.resolved.names:  # bad addresses and absent servers fail here, fast, before a worker starts
-            if is_rpc(n):
-                check_reachable(*parse_rpc(n))
+        check_servers(self.resolved.names)
         self.model = model
         self.timeout = timeout
-        self._spec = _Spec(model, self.plan, self.resolved)
+        self._spec: Any = _Spec(model, self.plan, self.resolved)
         self._proc: Any = None
         self._log: Any = None
         self._cancel = False
@@ -121,6 +150,13 @@ class RemoteSession:
         return self.plan
 
     # ---- worker lifecycle ---------------------------------------------------------------------------------
+    #: how long the first answer may take, and what the worker is doing meanwhile (for the error message)
+    _first_wait: tuple[float | None, str] = (STARTUP_TIMEOUT, "starting")
+
+    def _start_call(self, doing: str) -> None:
+        self._first_wait = (self.timeout, doing)
+        self._start()
+
     def _start(self) -> None:
         # a fresh interpreter (not fork: ggml's threads; not multiprocessing's spawn: it re-runs the caller's
         # __main__), in its own session so that the terminal's or Jupyter's SIGINT reaches only the caller
@@ -149,13 +185,14 @@ class RemoteSession:
         self._proc, self._conn, self._log = proc, Connection(mine.detach()), log
         try:
             self._conn.send(self._spec)
-            msg = self._wait(STARTUP_TIMEOUT, "starting")
+            msg = self._wait(*self._first_wait)
         except BaseException:
             self._kill()
             raise
         if msg[0] == "error":
             self._kill()
             raise msg[1]
+        self._first = msg
 
     def _last_words(self) -> str:
         """The last line the worker wrote to stderr (ggml's abort reason), as ': ...' or ''."""
@@ -216,12 +253,13 @@ class RemoteSession:
         start: str | None = None,
         stages: bool = False,
         memory_budget: Any = None,
+        stop: str | None = None,
     ) -> dict[str, np.ndarray]:
         self._cancel = False
         if self._proc is None:
             self._start()
         try:
-            self._conn.send(("run", frames, inputs, start, stages, memory_budget))
+            self._conn.send(("run", frames, inputs, start, stages, memory_budget, stop))
             msg = self._wait(self.timeout, "decoding")
         except KeyboardInterrupt:
             # ggml cannot abort an RPC graph from here; stopping the worker is the only prompt way out
@@ -261,12 +299,57 @@ class RemoteSession:
             pass
 
 
+def check_servers(names: Any) -> None:
+    """Bad addresses and absent RPC servers fail here, fast, before a worker starts."""
+    from kzlab.runtime.backends import check_reachable
+    from kzlab.runtime.spec import is_rpc, parse_rpc
+
+    for n in names:
+        if is_rpc(n):
+            check_reachable(*parse_rpc(n))
+
+
+class _CallWorker(RemoteSession):
+    """The worker machinery of RemoteSession for one call: start, send the call, wait for its one answer."""
+
+    def __init__(self, call: _Call, label: str, timeout: float | None):
+        self.timeout = timeout
+        self._spec = call
+        self._proc = self._conn = self._log = None
+        self._cancel = False
+        self.backends = _Describe(label)
+
+
+def call_isolated(target: str, *args: Any, label: str = "rpc", doing: str = "working",
+                  timeout: float | None = None, **kwargs: Any) -> Any:
+    """`target(*args, **kwargs)` ('module:function') run in a fresh worker process; its result, or its kzlab
+    error, comes back. ggml aborts a process whose RPC server goes away: this keeps that abort in the worker,
+    and turns it into a BackendError here. Arguments and result travel pickled (no callbacks)."""
+    w = _CallWorker(_Call(target, args, kwargs), label, timeout)
+    try:
+        w._start_call(doing)
+        msg = w._first
+    except KeyboardInterrupt:
+        w._kill()
+        raise Cancelled(f"{doing} interrupted (KeyboardInterrupt); the RPC worker was stopped") from None
+    finally:
+        w._kill()
+    if msg[0] == "error":
+        raise msg[1]
+    return msg[1]
+
+
 def _main(argv: list[str]) -> None:
     """Worker entry point: `python -m kzlab.runtime.remote FD` with FD one end of a socket pair."""
+    global _IN_WORKER
+    _IN_WORKER = True
     conn = Connection(int(argv[0]))
     try:
         spec = conn.recv()
     except (EOFError, OSError):
+        return
+    if isinstance(spec, _Call):
+        _call_main(conn, spec)
         return
     _worker_main(conn, spec)
 

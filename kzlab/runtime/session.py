@@ -29,6 +29,11 @@ from kzlab.runtime.backends import BackendSet, open_backends
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends, resolve_run
 
 
+def graph_key(start: str, frames: int, stages: bool, stop: str | None = None) -> tuple:
+    """The cache key of one graph shape (the budget check reads it too)."""
+    return (start, frames, stages) if stop is None else (start, frames, stages, stop)
+
+
 @dataclass
 class BuiltGraph:
     """A graph for one (start, frames), allocated and ready to run."""
@@ -113,8 +118,15 @@ class Session:
         """The resolved lowering (no `auto`): what the graphs of this session are built from."""
         return self.plan
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of this session's graphs holds (decode, profiler, readers of a built graph)."""
+        return self._lock
+
     # ---- weights ------------------------------------------------------------------------------------------
-    def _ensure_weights(self) -> WeightTensors:
+    def ensure_weights(self) -> WeightTensors:
+        """The weights prepared for this session's plan and uploaded to its weights' backend (once); what a
+        caller building its own graph on this session's weights (placement's check, a scheduler log) needs."""
         if self.weights is None:
             wt = WeightTensors(prepare_weights(self.model, self.plan))
             buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
@@ -133,16 +145,18 @@ class Session:
             self.weights = wt
         return self.weights
 
+    _ensure_weights = ensure_weights  # the name before it was public
+
     # ---- graphs -------------------------------------------------------------------------------------------
-    def graph(self, frames: int, start: str | None = None, stages: bool = False) -> BuiltGraph:
+    def graph(self, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None) -> BuiltGraph:
         """The built and allocated graph for this shape (cached); `stages` keeps every stage's output; `start`
-        defaults to the stage that takes codes."""
+        defaults to the stage that takes codes; `stop` ends the graph at that stage (see `Arch.chunk_split`)."""
         start = start or first_stage(self.model.hparams)
-        key = (start, frames, stages)
+        key = graph_key(start, frames, stages, stop)
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
-            b = build_graph(self._ensure_weights(), self.plan, self.model.hparams, frames, start, stages)
+            b = build_graph(self.ensure_weights(), self.plan, self.model.hparams, frames, start, stages, stop)
             built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs)
             self.backends.allocate(built)
             self._graphs[key] = built
@@ -224,19 +238,23 @@ class Session:
         return np.ascontiguousarray(out.T) if a.cl else out
 
     def run(
-        self, frames: int, inputs: dict[str, np.ndarray], start: str | None = None, stages: bool = False
+        self, frames: int, inputs: dict[str, np.ndarray], start: str | None = None, stages: bool = False,
+        stop: str | None = None,
     ) -> dict[str, np.ndarray]:
-        """Outputs by name: every stage's with `stages`, else the waveform (`wav`, [1, samples]). A family whose
-        waveform is made on the host (its graph ends earlier) gets it from its graph half's `finish`."""
+        """Outputs by name: every stage's with `stages`, else the waveform (`wav`, [1, samples]), or with `stop`
+        that stage's output. A family whose waveform is made on the host (its graph ends earlier) gets it from
+        its graph half's `finish`."""
         with self._lock:
-            bg = self.graph(frames, start, stages)
+            bg = self.graph(frames, start, stages, stop)
             self.backends.prepare(bg)
             self.set_inputs(bg, inputs)
             self.compute(bg)
             out = {k: self.read(a) for k, a in bg.outputs.items()}
             hp = self.model.hparams
             out = family_graph(hp).finish(out, self.plan, hp)
-            return out if stages else {"wav": out["wav"]}
+            if stages:
+                return out
+            return {stop: out[stop]} if stop is not None else {"wav": out["wav"]}
 
     def _worker(self) -> ComputeThread:
         if self._thread is None:

@@ -83,7 +83,7 @@ def compare(model: Model, lowering: Lowering, backend: list[str], frames: int, o
     """Simulated vs real assignment of every node for one lowering on `backend` (a sched list, CPU last)."""
     s = Session(model, lowering, backend=backend, sched=True, op_offload=op_offload, threads=1)
     try:
-        wt = s._ensure_weights()
+        wt = s.ensure_weights()
         bs = s.backends
         bufts: dict[int, BufferType] = {}
         sims = []
@@ -104,8 +104,7 @@ def compare(model: Model, lowering: Lowering, backend: list[str], frames: int, o
             sim = Simulator(gr.gf, sims, real_buffers(nodes + leafs, bufts), op_offload)
             res = sim.run()
             with sched_debug(level=1) as log:
-                if bs.sched is None:
-                    bs._new_sched()
+                bs.ensure_sched()
                 g.ggml_backend_sched_reset(bs.sched)
                 if not g.ggml_backend_sched_alloc_graph(bs.sched, gr.gf):
                     raise RuntimeError("the real scheduler could not allocate the graph")

@@ -136,7 +136,17 @@ def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = 
 
 def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repeat: int = 5,
               threads: int | None = None) -> BenchResult:
-    """Measure the nodes of the decoder graph that run on `backend` (cpu, blas, rpc://HOST:PORT, a device)."""
+    """Measure the nodes of the decoder graph that run on `backend` (cpu, blas, rpc://HOST:PORT, a device).
+    On an RPC server the whole measurement runs in a worker process (a lost server aborts that, not the caller)."""
+    from kzlab.runtime.remote import call_isolated, check_servers, in_worker
+    from kzlab.runtime.spec import is_rpc
+
+    if isinstance(backend, str) and is_rpc(backend.strip()) and not in_worker():
+        check_servers([backend.strip()])
+        res = call_isolated("kzlab.analysis.predict.bench_ops:bench_ops", model, backend, frames, lowering, repeat,
+                            threads, label=backend.strip(), doing="measuring op shapes")
+        res.config["isolated"] = "worker process"
+        return res
     from kzlab.analysis.profile import profile
     from kzlab.graph.options import Lowering
     from kzlab.runtime.spec import BackendSpec

@@ -333,15 +333,12 @@ def capture(model: Model, lowering: Lowering, backend: list[str], frames: int, l
 
     s = Session(model, lowering, backend=backend, sched=True, threads=1)
     try:
-        wt = s._ensure_weights()
+        wt = s.ensure_weights()
         bs = s.backends
         gr = build(model, s.plan, frames, weights=wt)
         try:
             with sched_debug(level) as log:
-                if bs.sched is not None:
-                    g.ggml_backend_sched_free(bs.sched)
-                    bs.sched = None
-                bs._new_sched()  # the level is read here
+                bs.new_sched()  # a fresh one: the level is read here
                 g.ggml_backend_sched_reset(bs.sched)
                 if not g.ggml_backend_sched_alloc_graph(bs.sched, gr.gf):
                     raise RuntimeError("the real scheduler could not allocate the graph")

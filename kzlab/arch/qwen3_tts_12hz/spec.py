@@ -70,9 +70,10 @@ class Qwen3Tts12Hz:
     graph_module: str = "kzlab.arch.qwen3_tts_12hz.graph"
     files_module: str = "kzlab.arch.qwen3_tts_12hz.files"
     hparams_type: type = HParams
-    #: upstream chunked_decode's defaults
+    #: upstream chunked_decode's defaults (no lookahead)
     chunk_size: int = 300
     left_context: int = 25
+    right_context: int = 0
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
     #: the fused residual-unit and SnakeBeta+transposed-conv CPU nodes (kzlab.graph.fused) apply
     fused_nodes: bool = True
@@ -120,5 +121,42 @@ class Qwen3Tts12Hz:
     def keeps_f16_in_q8_0(self, role: str) -> bool:
         return roles.keeps_f16_in_q8_0(role)
 
+
+    def chunk_split(self, hp: HParams) -> None:
+        """Chunks run the whole decoder with left context, as upstream's chunked_decode does."""
+        return None
+
+    def custom_flops(self, name: str, out: Any, srcs: Sequence[Any]) -> int | None:
+        """The fused CPU nodes (kzlab.graph.fused), told apart by their sources. The SnakeBeta node (x, alpha,
+        beta) counts as the five pointwise ops it replaces (MUL, SIN, SQR, MUL, ADD), so that fused and folded
+        graphs compare. The residual unit (nine sources, conv1's weight fourth, ne [C_out, C_in, K]) counts its
+        two products, 2 * T * C_in * C_out * (K + 1), two snakes (5 per element each) and its bias and residual
+        adds (3 per element). The SnakeBeta + transposed conv (five sources, the weight ne [C_out, K, C_in]
+        fourth) counts its product on the input frames, 2 * T_in * C_in * K * C_out (the algorithmic count), the
+        snake (5 per input element) and the overlap and bias adds (2 per output element)."""
+        kind = self.custom_label(name, srcs)
+        if kind == "residual unit" and srcs[3] is not None:
+            c_out, c_in, k = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
+            t = out.n // max(c_out, 1)
+            return 2 * t * c_in * c_out * (k + 1) + (2 * 5 + 3) * out.n
+        if kind == "snake + transposed conv" and srcs[3] is not None and srcs[0] is not None:
+            c_out, k, c_in = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
+            t_in = srcs[0].n // max(c_in, 1)
+            return 2 * t_in * c_in * k * c_out + 5 * srcs[0].n + 2 * out.n
+        if kind == "snake":
+            return 5 * out.n
+        return None
+
+    def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
+        return {len(_UNIT_SOURCES): "residual unit", _CONVT_SOURCES: "snake + transposed conv", 3: "snake"}.get(
+            len(srcs)
+        )
+
+
+#: sources of the fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES: x, then two snakes and two convs)
+_UNIT_SOURCES = ("x", "act1.alpha", "act1.beta", "conv1.weight", "conv1.bias",
+                 "act2.alpha", "act2.beta", "conv2.weight", "conv2.bias")
+#: sources of the fused SnakeBeta + transposed-conv node (x, alpha, beta, weight, bias)
+_CONVT_SOURCES = 5
 
 ARCH = Qwen3Tts12Hz()

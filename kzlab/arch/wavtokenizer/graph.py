@@ -171,12 +171,17 @@ def istft_graph(b: GraphBuilder, hp: WavTokenizerHParams, x: Act) -> Act:
 
 
 # ---- the whole decoder -------------------------------------------------------------------------------------
-def build_decoder(b: GraphBuilder, hp: WavTokenizerHParams, frames: int, start: str = "embd") -> Act:
-    """The graph from stage `start` to the head (and the waveform, with istft='graph')."""
+def build_decoder(
+    b: GraphBuilder, hp: WavTokenizerHParams, frames: int, start: str = "embd", stop: str | None = None
+) -> Act:
+    """The graph from stage `start` to the head (and the waveform, with istft='graph'), or to stage `stop`."""
     stages = stage_names(hp)
-    if start not in stages:
-        raise ValueError(f"unknown stage {start!r}")
+    if start not in stages or (stop is not None and stop not in stages):
+        raise ValueError(f"unknown stage {start!r} or {stop!r}")
     first = stages.index(start)
+    last = stages.index(stop) if stop is not None else len(stages) - 1
+    if last < first:
+        raise ValueError(f"stage {stop!r} comes before {start!r}")
     c, t = stage_input_shape(hp, start, frames)
     if start == stages[0]:
         x = None
@@ -186,7 +191,7 @@ def build_decoder(b: GraphBuilder, hp: WavTokenizerHParams, frames: int, start: 
 
     def run(name: str, fn) -> None:
         nonlocal x
-        if stages.index(name) < first:
+        if not first <= stages.index(name) <= last:
             return
         b.stage = name
         x = fn(x)
@@ -208,6 +213,9 @@ def build_decoder(b: GraphBuilder, hp: WavTokenizerHParams, frames: int, start: 
         run(f"convnext.{i}", lambda x, i=i: convnext_block(b, hp, x, i))
     run("backbone", lambda x: layer_norm(b, hp, x, "output_norm", "output_norm"))
     run("head.linear", lambda x: head(b, hp, x))
+    if stop is not None:
+        _keep(b, stop, x)
+        return x
     if b.low.istft == "graph":
         b.stage = "istft"
         wav = istft_graph(b, hp, x)
@@ -225,7 +233,7 @@ def feed(hp: WavTokenizerHParams, frames: int, inputs: dict) -> dict:
 def finish(outputs: dict, plan: LoweringPlan, hp: WavTokenizerHParams) -> dict:
     """The waveform from the head on the host (istft='host'), as llama.cpp's tts tool does it but with a proper
     inverse real FFT (kzlab.arch.wavtokenizer.istft)."""
-    if "wav" not in outputs:
+    if "wav" not in outputs and "head.linear" in outputs:
         from kzlab.arch.wavtokenizer.istft import istft
 
         outputs = {**outputs, "wav": istft(outputs["head.linear"], hp.n_fft, hp.hop)[None, :]}

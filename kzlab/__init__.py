@@ -52,6 +52,8 @@ _LAZY = {
     "report": "kzlab.report",
     "plots": "kzlab.plots",
     "infer_layout": "kzlab.formats.infer",
+    "compare": "kzlab.analysis.accuracy",
+    "Accuracy": "kzlab.analysis.accuracy",
 }
 
 
@@ -69,6 +71,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "NAIVE",
+    "Accuracy",
     "BackendError",
     "BackendSpec",
     "Cancelled",
@@ -84,6 +87,7 @@ __all__ = [
     "ResolvedBackends",
     "ResourceError",
     "__version__",
+    "compare",
     "load",
     "load_model",
 ]

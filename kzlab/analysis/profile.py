@@ -37,6 +37,7 @@ from kzlab.analysis.evolution import evolution as stage_evolution
 from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
+from kzlab.arch import not_applicable
 from kzlab.codes import random_codes, validate_codes
 from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
@@ -388,7 +389,7 @@ def profile(
             "lowering": plan.to_dict(),
             "lowering_resolved": plan.to_dict(),
             "lowering_requested": plan.request_dict(),
-            "lowering_label": plan.label(),
+            "lowering_label": plan.label(not_applicable(hp)),
             "backend": list(rb.names),
             "backend_label": rb.label,
             "backend_requested": _request_text(spec.backend),

@@ -87,6 +87,12 @@ class RunRecord:
     backend_label: str = ""
     mode: str = ""
     lowering_resolved: dict = field(default_factory=dict)
+    #: the decoder's family (kzlab.arch): its name and label, its stages in order, and the lowering options that
+    #: change nothing in it (option -> why)
+    family: str = ""
+    family_label: str = ""
+    stage_names: list[str] = field(default_factory=list)
+    not_applicable: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +112,7 @@ class RunRecord:
         d["threads"] = self.backends_resolved.get("threads", d["threads"])
         d["mode"] = self.mode
         d["lowering_resolved"] = dict(self.lowering_resolved)
+        d["family"] = self.family
         return d
 
 
@@ -164,7 +171,7 @@ def _frames_of(dec: Any, kind: str, x: np.ndarray) -> int:
     return max(1, x.shape[1] // dec.arch.stage_input_shape(dec.hparams, stage, 1)[1])
 
 
-def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering, prof_fn) -> dict:
+def _prediction_inputs(spec: RunSpec, rec: RunRecord, model, codes, low: Lowering, prof_fn) -> dict:
     """What `simulate(predict=...)` needs: a CPU-only profile of the portable graph (this run's own profile when it
     is one, else one taken now) and the CPU-only baseline to scale it to."""
     portable = low.portable()
@@ -177,7 +184,7 @@ def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering
         if prof_fn is None:
             raise InvalidOptionError("a prediction needs the profiler (kzlab.analysis.profile)")
         rec.notes.append("a CPU-only profile of the portable graph was taken for the prediction's CPU nodes")
-        cpu_profile = prof_fn(str(path), codes=codes, backends=BackendSpec("cpu", spec.threads, False),
+        cpu_profile = prof_fn(model, codes=codes, backends=BackendSpec("cpu", spec.threads, False),
                               lowering=portable, repeat=max(1, int(spec.repeat)), warmup=1, peak=False, progress=False)
     return {"cpu_profile": cpu_profile, "cpu_baseline_ms": spec.cpu_baseline_ms or None}
 
@@ -191,7 +198,8 @@ def execute(
 
     `progress(i, n, text)`: step i of n is starting; i is fractional while a step reports its own progress
     (the profile's runs)."""
-    from kzlab.runtime.decoder import load
+    from kzlab.loader import load_model
+    from kzlab.runtime.decoder import Decoder
 
     canc = canceller or Canceller()
     rec = RunRecord(spec=spec, label=spec.label or "run", machine=machine_info())
@@ -210,7 +218,13 @@ def execute(
         if not spec.label:
             rec.label = Path(path).stem
         low = spec.lowering_obj()
-        dec = load(path, lowering=low, backends=spec.backend_spec())
+        # the file is read once: the decode, the profile and the placement all take this Model
+        model = load_model(path)
+        dec = Decoder(model, low, spec.backend_spec())
+        hp = model.hparams
+        rec.family, rec.family_label = dec.arch.name, dec.arch.label
+        rec.stage_names = [s.name for s in dec.arch.stages(hp)]
+        rec.not_applicable = dict(getattr(dec.arch, "not_applicable", {}) or {})
         canc.session = dec.session
         rec.backends_resolved = dec.resolved_backends.to_dict()
         rec.backend_label, rec.mode = dec.backend_label, dec.mode
@@ -239,7 +253,7 @@ def execute(
                     step(3 + done / total, f"profiling: run {done}/{total}")
 
                 rec.profile = prof_fn(
-                    str(path),
+                    model,
                     codes=codes,
                     backends=spec.backend_spec(),
                     lowering=low,
@@ -258,10 +272,10 @@ def execute(
                 frames = x.shape[1] if kind == "codes" else _frames_of(dec, kind, x)
                 codes = x if kind == "codes" else random_codes(dec.hparams, frames)
                 try:
-                    predict = _prediction_inputs(spec, rec, path, codes, low, prof_fn) if spec.predict else None
+                    predict = _prediction_inputs(spec, rec, model, codes, low, prof_fn) if spec.predict else None
                     # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
                     rec.placement = sim(
-                        str(path), profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
+                        model, profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
                         weights_on="htp", predict=predict,
                     )
                 except KzlabError as e:

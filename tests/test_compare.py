@@ -191,3 +191,58 @@ def test_a_workbench_run_reads_the_file_once(monkeypatch):
     assert set(rec.not_applicable) == {"convt", "snake", "resunit"}
     assert rec.placement.config["model"] == str(WT_GGUF)
     assert "snake=" not in rec.profile.config["lowering_label"]
+
+
+def test_workbench_shows_the_family_and_disables_what_does_not_apply():
+    from kzlab.arch import families
+
+    wb = kzlab.Workbench(folder=WT)
+    wb.model_path.value = str(WT_GGUF)
+    wt = next(a for a in families() if a.name == kzlab.load_model(WT_GGUF).hparams.family)
+    assert wt.label in wb.family.value
+    for opt, wid in wb.lowering.items():
+        assert wid.disabled == (opt in wt.not_applicable), opt
+        if opt in wt.not_applicable:
+            assert wt.not_applicable[opt] in wid.tooltip
+    spec = wb.specs()[0]
+    assert not set(spec.lowering) & set(wt.not_applicable) and "conv" in spec.lowering
+    wb.model_path.value = str(QW_GGUF)  # the other family: its own set
+    qw = kzlab.load_model(QW_GGUF).hparams
+    off = kzlab.load(QW_GGUF).arch.not_applicable
+    assert all(wb.lowering[o].disabled == (o in off) for o in wb.lowering), qw
+    wb.model_path.value = str(WT / "nothing-here.gguf")
+    assert not any(w.disabled for w in wb.lowering.values()) and "known when" in wb.family.value
+
+
+def test_workbench_compare_tab_per_stage_on_the_wavtokenizer_fixture():
+    wb = kzlab.Workbench(folder=WT)
+    wb.model_path.value = str(WT_GGUF)
+    wb.ref_path.value = str(WT_REF)
+    wb.repeat.value, wb.threads.value, wb.bound.value = 1, 2, 70.0
+    wb.run_button.click()
+    assert wb.wait(300) and wb.results[-1].ok, wb.error
+    one = wb.views["Compare"]  # one run: against its reference
+    rows = one.data["accuracy"]["stages"]
+    assert [r["stage"] for r in rows][-1] == "wav" and all(r["snr_db"] >= 70 for r in rows if r["snr_db"] != "inf")
+    assert "Accuracy per stage against the reference" in "".join(one.html)
+    wb.lowering["conv"].value = "im2col-f16"
+    wb.run_button.click()
+    assert wb.wait(300) and wb.results[-1].ok, wb.error
+    wb.lowering["conv"].value = "im2col-f32"
+    view = wb.views["Compare"]
+    acc = view.data["accuracy"]
+    assert acc["bound_db"] == 70 and acc["first_below"] is not None  # an F16 im2col: below 70 dB somewhere
+    assert acc["stages"][0]["snr_db"] == "inf"  # the codebook lookup does not round
+    html = "".join(view.html)
+    assert "Accuracy per stage: B against A" in html and "first stage below 70 dB" in html
+    assert "B against its reference" in html and wb.results[-1].family_label in wb.family.value
+
+
+def test_report_of_a_wavtokenizer_run_has_the_family_and_the_accuracy(tmp_path):
+    out = tmp_path / "r.html"
+    p = run_cli("report", str(WT_GGUF), "--ref", str(WT_REF), "--hexagon", "hexagon-v0.15.2", "--predict",
+                "--repeat", "1", "--threads", "2", "-o", str(out))
+    text = out.read_text()
+    assert "accuracy: B against A over 100 frames" in p.stdout
+    assert "Accuracy per stage against the reference" in text and "decoder family:" in text
+    assert "do not apply to this family" in text and "Predicted time and memory" in text

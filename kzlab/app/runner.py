@@ -55,6 +55,10 @@ class RunSpec:
     predict: bool = False
     cpu_baseline_ms: float | None = None
     label: str = ""
+    #: a reference `.npz` of stage activations (the fixtures' format): its codes are decoded (whatever `input`
+    #: says) and every stage is compared with it (`RunRecord.accuracy`); `bound` (dB) names the first stage below
+    ref: str = ""
+    bound: float = 40.0
 
     def lowering_obj(self) -> Lowering:
         return Lowering.from_dict(dict(self.lowering))
@@ -93,6 +97,9 @@ class RunRecord:
     family_label: str = ""
     stage_names: list[str] = field(default_factory=list)
     not_applicable: dict = field(default_factory=dict)
+    #: code frames decoded; the per-stage comparison with `spec.ref` (a `kzlab.analysis.accuracy.Accuracy`)
+    frames: int = 0
+    accuracy: Any = None
 
     @property
     def ok(self) -> bool:
@@ -144,6 +151,13 @@ class Canceller:
 def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
     """('codes', codes, None) or ('latent', latent, reference recording)."""
     hp = dec.hparams
+    if spec.ref:
+        from kzlab.analysis.accuracy import read_reference
+
+        codes, _ = read_reference(spec.ref)
+        if codes is None:
+            raise InvalidInputError(f"reference {spec.ref} has no 'codes' array: nothing to decode")
+        return "codes", codes, None
     if spec.input == "fixture":
         return "codes", fixture_codes(hp), None
     if spec.input == "random":
@@ -163,6 +177,27 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
             wav = wav[: int(spec.frames) * dec.arch.samples_per_frame(hp)]
         return "latent", audio_to_latent(wav, hp), wav
     raise InvalidOptionError(f"input {spec.input!r}: one of {', '.join(INPUTS)}")
+
+
+def peek_family(model: str) -> Any | None:
+    """The decoder family (`kzlab.arch.Arch`) of a model field's value, from the file's header and tensor names
+    without loading its weights: what the Workbench shows before a run. None when it cannot tell yet (a built-in
+    not built yet, no such file, a file no family claims); the run itself then says why."""
+    from kzlab.app.builtins import BUILTINS, builtin_path
+    from kzlab.arch import detect, get_arch
+    from kzlab.formats import reader
+    from kzlab.loader import detect_layout, layout_by_names, layout_family
+
+    s = str(model).strip()
+    try:
+        p = builtin_path(s) if s in BUILTINS else Path(s).expanduser()
+        if not s or not p.exists():
+            return None
+        raw = reader.read(p)
+        lm = detect_layout(raw) or layout_by_names(raw)
+        return get_arch(layout_family(lm)) if lm is not None else detect(raw.architecture, list(raw.tensors))
+    except (KzlabError, OSError, KeyError, ValueError):
+        return None
 
 
 def _frames_of(dec: Any, kind: str, x: np.ndarray) -> int:
@@ -187,6 +222,18 @@ def _prediction_inputs(spec: RunSpec, rec: RunRecord, model, codes, low: Lowerin
         cpu_profile = prof_fn(model, codes=codes, backends=BackendSpec("cpu", spec.threads, False),
                               lowering=portable, repeat=max(1, int(spec.repeat)), warmup=1, peak=False, progress=False)
     return {"cpu_profile": cpu_profile, "cpu_baseline_ms": spec.cpu_baseline_ms or None}
+
+
+def _reference_accuracy(spec: RunSpec, rec: RunRecord):
+    """This run's stages against the reference's (`spec.ref`), in the family's stage order."""
+    from kzlab.analysis.accuracy import OUTPUT, Accuracy, read_reference, stage_accuracy
+    from kzlab.report.render import what_ran
+
+    _, ref = read_reference(spec.ref)
+    rows = stage_accuracy({**rec.decode.stages, OUTPUT: rec.wav}, ref, [*rec.stage_names, OUTPUT])
+    return Accuracy(model=rec.model_path, family=rec.family, frames=rec.frames, bound_db=float(spec.bound),
+                    a={"label": f"reference {Path(spec.ref).name}", "reference": spec.ref},
+                    b={"label": rec.label, **what_ran(rec)}, stages=rows)
 
 
 def execute(
@@ -239,6 +286,9 @@ def execute(
         out = dec.decode(x, intermediates=True) if kind == "codes" else dec.decode_from("latent", x, intermediates=True)
         rec.decode_s = time.perf_counter() - t0
         rec.decode, rec.wav = out, out.wav
+        rec.frames = int(x.shape[1]) if kind == "codes" else _frames_of(dec, kind, x)
+        if spec.ref:
+            rec.accuracy = _reference_accuracy(spec, rec)
         canc.session = None
         step(3, "profiling")
         prof_fn = optional_api("kzlab.analysis.profile", "profile")
@@ -295,4 +345,4 @@ def execute(
     return rec
 
 
-__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info"]
+__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info", "peek_family"]

@@ -246,3 +246,14 @@ def test_report_of_a_wavtokenizer_run_has_the_family_and_the_accuracy(tmp_path):
     assert "accuracy: B against A over 100 frames" in p.stdout
     assert "Accuracy per stage against the reference" in text and "decoder family:" in text
     assert "do not apply to this family" in text and "Predicted time and memory" in text
+
+
+def test_what_ran_leaves_out_the_options_that_do_not_apply():
+    from kzlab.app.runner import RunSpec, execute
+    from kzlab.report.render import what_ran
+
+    rec = execute(RunSpec(model=str(WT_GGUF), frames=3, profile=False, threads=2))
+    assert rec.ok, rec.error
+    low = what_ran(rec)["lowering"]
+    assert "conv=" in low and not any(f"{k}=" in low for k in rec.not_applicable)
+    assert set(rec.not_applicable) <= set(rec.config()["lowering_resolved"])  # the full record keeps them

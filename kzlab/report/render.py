@@ -31,10 +31,12 @@ def audio_tag(wav: np.ndarray, sample_rate: int = 24000, label: str = "") -> str
 
 
 def what_ran(rec) -> dict[str, Any]:
-    """What a run really ran, resolved once when its decoder opened: backends, scheduler, mode, lowering."""
+    """What a run really ran, resolved once when its decoder opened: backends, scheduler, mode, lowering (without
+    the options that do not apply to its decoder's family: they changed nothing; the configuration lists them)."""
     if not rec.backend_label:
         return {}
-    low = dict(rec.lowering_resolved)
+    off = getattr(rec, "not_applicable", None) or {}
+    low = {k: v for k, v in rec.lowering_resolved.items() if k not in off}
     return {
         "backends": rec.backend_label,
         "scheduler": "on" if rec.backends_resolved.get("sched") else "off",

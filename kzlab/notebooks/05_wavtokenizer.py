@@ -28,15 +28,17 @@
 # 3. puts the inverse STFT on the host (as llama.cpp) and in the graph (ggml ops), and compares the two;
 # 4. places the whole decoder, iSTFT included, on a Hexagon profile with its predicted time as a range.
 #
-# Stage names come from the file's family; nothing below names them.
+# Stage names come from the file's family; nothing below names them. Another WavTokenizer file (the full-size
+# synthetic of `kzlab synth`, say) works the same: set MODEL, and REF to its reference if it has one; without a
+# reference each toggle is compared with the default lowering on the same codes.
 
 # %% tags=["parameters"]
 MODEL = ""       # empty: the tiny fixture of the kzlab checkout (tests/data/wavtokenizer-tiny)
-REF = ""         # empty: the fixture's PyTorch reference of every stage
+REF = ""         # a reference .npz of stage activations; empty: the fixture's (none for another MODEL)
 BOUND = 70.0     # dB: the F32 bound of the reference tests
 REPEAT = 3       # timed decodes per run
 HEXAGON = "hexagon-v0.15.2"
-FRAMES = 100     # frames placed on the device
+FRAMES = 100     # frames decoded without a reference, and placed on the device
 
 # %%
 # %matplotlib inline
@@ -50,8 +52,8 @@ from kzlab import plots
 
 fixture = Path(kzlab.__file__).resolve().parents[1] / "tests" / "data" / "wavtokenizer-tiny"
 model = MODEL or str(fixture / "wavtokenizer-tiny-f32.gguf")
-ref = REF or str(fixture / "reference.npz")
-assert Path(model).is_file() and Path(ref).is_file(), f"set MODEL and REF: no {model} or {ref} (outside a checkout)"
+ref = REF or ("" if MODEL else str(fixture / "reference.npz"))
+assert Path(model).is_file(), f"set MODEL: no {model} (outside a checkout)"
 
 # %% [markdown]
 # ## 1. Decode, and every stage against the reference
@@ -60,7 +62,7 @@ assert Path(model).is_file() and Path(ref).is_file(), f"set MODEL and REF: no {m
 dec = kzlab.load(model, threads=2)
 print(dec)
 m = dec.model
-codes = np.load(ref)["codes"]
+codes = np.load(ref)["codes"] if ref else kzlab.random_codes(m.hparams, FRAMES)
 out = dec.decode(codes, intermediates=True)
 print(f"{codes.shape[1]} frames -> {len(out.wav)} samples at {out.sample_rate} Hz")
 display(plots.t_evolution(out, "T-evolution"))
@@ -68,11 +70,24 @@ display(Audio(out.wav, rate=out.sample_rate, normalize=True))
 dec.close()
 
 # %%
-base = kzlab.compare(m, ref=ref, bound=BOUND, repeat=REPEAT, threads=2)
+DEFAULTS = kzlab.Lowering().to_dict()
+
+
+def accuracy(**options):
+    """Every stage of a run with these lowering options against the reference, or without one against the
+    default lowering on the same codes."""
+    if ref:
+        return kzlab.compare(m, ref=ref, bound=BOUND, repeat=REPEAT, threads=2, **options)
+    return kzlab.compare(m, against={k: DEFAULTS[k] for k in options}, codes=codes, bound=BOUND, repeat=REPEAT,
+                         threads=2, **options)
+
+
+base = accuracy()
 print(base.summary())
 for r in base.rows():
     print(f"  {r['stage']:<16} {r['snr_db']!s:>8} dB")
-display(plots.stage_snr(base, ["kzlab default"], title="default lowering against PyTorch"))
+against = "PyTorch" if ref else "the default lowering"
+display(plots.stage_snr(base, ["kzlab default"], title=f"default lowering against {against}"))
 
 # %% [markdown]
 # ## 2. llama.cpp's choices: what each costs in dB and in ms
@@ -87,14 +102,14 @@ TOGGLES = {
     "gelu=tanh": {"gelu": "tanh"},
     "llama.cpp-like (both)": {"conv": "im2col-f16", "gelu": "tanh"},
 }
-runs = {name: kzlab.compare(m, ref=ref, bound=BOUND, repeat=REPEAT, threads=2, **kw) for name, kw in TOGGLES.items()}
+runs = {name: accuracy(**kw) for name, kw in TOGGLES.items()}
 last = list(runs.values())[0].stages[-1].stage
 head = list(runs.values())[0].stages[-2].stage
 print(f"{'lowering':<24} {head + ' dB':>16} {last + ' dB':>10} {'first below':>16} {'decode ms':>10}")
 for name, r in runs.items():
     print(f"{name:<24} {r.snr[head]:>16.1f} {r.snr[last]:>10.1f} {r.first_below or '-':>16} "
           f"{r.b['decode_ms']:>10.2f}")
-display(plots.stage_snr(list(runs.values()), list(runs), bound=BOUND, title="each toggle against PyTorch"))
+display(plots.stage_snr(list(runs.values()), list(runs), bound=BOUND, title=f"each toggle against {against}"))
 
 # %% [markdown]
 # ## 3. The inverse STFT on the host and in the graph
@@ -106,7 +121,9 @@ display(plots.stage_snr(list(runs.values()), list(runs), bound=BOUND, title="eac
 # %%
 ist = kzlab.compare(m, against="istft=host", istft="graph", codes=codes, bound=BOUND, repeat=REPEAT, threads=2)
 print(ist.summary())
-print("in-graph iSTFT against the reference:", f"{kzlab.compare(m, ref=ref, istft='graph', repeat=0).snr[last]:.1f} dB")
+if ref:
+    graph_vs_ref = kzlab.compare(m, ref=ref, istft="graph", repeat=0, threads=2)
+    print(f"in-graph iSTFT against the reference: {graph_vs_ref.snr[last]:.1f} dB")
 prof = kzlab.profile(m, codes=codes, istft="graph", mode="portable", backend="cpu", sched=False, threads=2,
                      repeat=REPEAT, peak=False, progress=False)
 display(plots.gflop_breakdown(prof))
@@ -138,6 +155,6 @@ display(plots.predicted_stages([pl], [HEXAGON]))
 # the reason), and its Compare tab gives the per-stage SNR of two runs, or of a run against a reference .npz.
 
 # %%
-wb = kzlab.Workbench(folder=fixture, model=model)
+wb = kzlab.Workbench(folder=Path(model).parent, model=model)
 wb.ref_path.value = ref
 display(wb)

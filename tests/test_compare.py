@@ -257,3 +257,14 @@ def test_what_ran_leaves_out_the_options_that_do_not_apply():
     low = what_ran(rec)["lowering"]
     assert "conv=" in low and not any(f"{k}=" in low for k in rec.not_applicable)
     assert set(rec.not_applicable) <= set(rec.config()["lowering_resolved"])  # the full record keeps them
+
+
+def test_peek_family_reads_the_header_and_never_raises(tmp_path):
+    from kzlab.app.runner import peek_family
+
+    assert peek_family(str(WT_GGUF)).name == kzlab.load_model(WT_GGUF).hparams.family
+    assert peek_family(str(QW_GGUF)).name == kzlab.load_model(QW_GGUF).hparams.family
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 64)
+    for s in ("", str(tmp_path / "missing.gguf"), str(bad), str(tmp_path)):
+        assert peek_family(s) is None, s

@@ -182,21 +182,22 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
 def peek_family(model: str) -> Any | None:
     """The decoder family (`kzlab.arch.Arch`) of a model field's value, from the file's header and tensor names
     without loading its weights: what the Workbench shows before a run. None when it cannot tell yet (a built-in
-    not built yet, no such file, a file no family claims); the run itself then says why."""
-    from kzlab.app.builtins import BUILTINS, builtin_path
-    from kzlab.arch import detect, get_arch
-    from kzlab.formats import reader
-    from kzlab.loader import detect_layout, layout_by_names, layout_family
-
+    not built yet, no such file, a file no family claims); the run itself then says why. A preview: it never
+    raises (a damaged file is the run's to report)."""
     s = str(model).strip()
     try:
+        from kzlab.app.builtins import BUILTINS, builtin_path
+        from kzlab.arch import detect, get_arch
+        from kzlab.formats import reader
+        from kzlab.loader import detect_layout, layout_by_names, layout_family
+
         p = builtin_path(s) if s in BUILTINS else Path(s).expanduser()
         if not s or not p.exists():
             return None
         raw = reader.read(p)
         lm = detect_layout(raw) or layout_by_names(raw)
         return get_arch(layout_family(lm)) if lm is not None else detect(raw.architecture, list(raw.tensors))
-    except (KzlabError, OSError, KeyError, ValueError):
+    except Exception:  # a widget callback must not fail on what the user is still typing
         return None
 
 

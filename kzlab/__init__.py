@@ -67,6 +67,8 @@ _LAZY = {
     "placement_diff": "kzlab.analysis.predict.compare",
     "write_report": "kzlab.report",
     "families": "kzlab.arch",
+    "compare": "kzlab.analysis.accuracy",
+    "Accuracy": "kzlab.analysis.accuracy",
 }
 
 
@@ -85,6 +87,7 @@ def __getattr__(name: str):
 #: the eager names above, then every lazy one (tests/test_core.py checks that each resolves)
 __all__ = [
     "NAIVE",
+    "Accuracy",
     "BackendError",
     "BackendSpec",
     "Cancelled",
@@ -100,6 +103,7 @@ __all__ = [
     "ResolvedBackends",
     "ResourceError",
     "__version__",
+    "compare",
     "load",
     "load_model",
     *_LAZY,

@@ -14,8 +14,8 @@ from kzlab.progress import set_quiet
 
 #: subcommand modules, in the order `kzlab --help` lists them
 COMMANDS = [
-    "info", "decode", "convert", "synth", "profile", "simulate", "whatif", "calibrate", "bench_ops", "report", "layout",
-    "rpc_server", "demo", "notebooks",
+    "info", "decode", "convert", "synth", "profile", "compare", "simulate", "whatif", "calibrate", "bench_ops",
+    "report", "layout", "rpc_server", "demo", "notebooks",
 ]
 
 

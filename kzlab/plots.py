@@ -703,6 +703,47 @@ def compare(a: Any, b: Any, labels: tuple[str, str] = ("A", "B")) -> Figure:
     return fig
 
 
+def stage_snr(acc: Any, labels: Sequence[str] | None = None, bound: float | None = None,
+              title: str = "accuracy per stage") -> Figure:
+    """SNR per stage (dB, in decoder order) of one or several comparisons (`Accuracy` records, their dicts, or
+    their rows), with the bound as a line: where a curve crosses it is where a run goes wrong. An exact stage is
+    drawn at the top of the axis and marked 'exact'."""
+    def is_rows(x: Any) -> bool:
+        return isinstance(x, list | tuple) and (not x or (isinstance(x[0], Mapping) and "stage" in x[0]))
+
+    accs = [acc] if is_rows(acc) or not isinstance(acc, list | tuple) else list(acc)
+    series = []
+    for a in accs:
+        rows = a if is_rows(a) else as_rows(field(a, "stages"))
+        series.append([(str(r["stage"]), r.get("snr_db")) for r in rows])
+    if bound is None and not is_rows(accs[0]):
+        bound = field(accs[0], "bound_db")
+    stages = stage_order(s for ser in series for s, _ in ser)
+    finite = [float(v) for ser in series for _, v in ser
+              if isinstance(v, int | float) and np.isfinite(v)]
+    top = (max(finite) if finite else 100.0) + 10.0
+    fig = Figure(figsize=(max(6.0, 0.45 * len(stages) + 2), 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = {s: i for i, s in enumerate(stages)}
+    for k, ser in enumerate(series):
+        pts = [(x[s], top if v in ("exact", "inf") or (isinstance(v, float) and np.isposinf(v)) else float(v))
+               for s, v in ser if v not in (None, "")]
+        if not pts:
+            continue
+        xs, ys = zip(*pts, strict=True)
+        name = labels[k] if labels and k < len(labels) else f"B vs A {k + 1}" if len(series) > 1 else "SNR"
+        ax.plot(xs, ys, marker="o", label=name)
+    if bound is not None:
+        ax.axhline(float(bound), color="#b00020", ls="--", lw=1, label=f"bound {float(bound):g} dB")
+    ax.text(0, top, " exact", va="bottom", fontsize=7, color="#555")
+    ax.set_xticks(range(len(stages)), stages, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("SNR (dB)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def _times_by(prof: Any, key: str) -> dict[str, float]:
     t: dict[str, float] = defaultdict(float)
     for n in as_rows(field(prof, "nodes")):
@@ -730,6 +771,7 @@ __all__ = [
     "ratios",
     "roofline",
     "spectrogram",
+    "stage_snr",
     "t_evolution",
     "timeline",
     "top_ops",

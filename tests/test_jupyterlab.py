@@ -1,6 +1,9 @@
-"""JupyterLab in a real browser (Debian's chromium, driven by Playwright): notebook 04 runs top to bottom, then
+"""JupyterLab in a real browser (Debian's chromium, driven by Playwright): a notebook runs top to bottom, then
 its Workbench's Run button works and every result tab shows what a person would look at: figures that load,
-tables with rows, audio with a duration; no widget error and no traceback anywhere.
+tables with rows, audio with a duration; no widget error and no traceback anywhere. Two notebooks: 04 (the
+first decoder family's tiny decoder) and 05 (the WavTokenizer tiny fixture, with its reference .npz: the
+Workbench shows the family, its toggles that do not apply are disabled, and the Compare tab has the per-stage
+accuracy).
 
 Headless and loopback only: `jupyter lab` of this interpreter on a free port of 127.0.0.1 with no token, its
 config, data, runtime, settings and workspaces under tmp_path; it is stopped with its kernels at the end."""
@@ -15,7 +18,10 @@ from pathlib import Path
 import pytest
 from lab_helpers import CHROMIUM, CHROMIUM_ARGS, LabServer
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_compare_and_report.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOK = NOTEBOOKS / "04_compare_and_report.ipynb"
+WAVTOKENIZER = NOTEBOOKS / "05_wavtokenizer.ipynb"
+WT_GGUF = Path(__file__).resolve().parent / "data" / "wavtokenizer-tiny" / "wavtokenizer-tiny-f32.gguf"
 #: the tabs with figures and the least number of them (kzlab.ui.views: t_evolution; gflop_breakdown and
 #: roofline; timeline; waveform and spectrogram)
 FIGURES = {"T-evolution": 1, "GFLOPs": 2, "Timeline": 1, "Audio": 2}
@@ -50,17 +56,22 @@ def _skip_reason() -> str | None:
 SKIP = _skip_reason()
 
 
+@pytest.fixture(params=[NOTEBOOK, WAVTOKENIZER], ids=["04", "05-wavtokenizer"])
+def notebook(request) -> Path:
+    return request.param
+
+
 @pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server whose root holds a copy of notebook 04 (the notebook finds tests/data through the
-    editable kzlab install, whatever its working directory)."""
+def lab(tmp_path, notebook):
+    """A JupyterLab server whose root holds a copy of the notebook (it finds tests/data through the editable
+    kzlab install, whatever its working directory)."""
     try:
         import jupyterlab  # noqa: F401
     except ImportError:
         pytest.fail("jupyterlab is not installed in this environment: pip install -e '.[notebook]'")
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    shutil.copy(notebook, root / notebook.name)
     server = LabServer(tmp_path / "lab", root)
     try:
         server.start()
@@ -180,13 +191,16 @@ def _check_tab(page, wb, title: str) -> dict:
 
 @pytest.mark.browser
 @pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
-def test_notebook_04_and_workbench_in_jupyterlab(lab, tmp_path):
+def test_notebook_and_workbench_in_jupyterlab(lab, notebook, tmp_path):
     import nbformat
     from playwright.sync_api import sync_playwright
 
+    import kzlab
+    from kzlab.arch import arch_of, not_applicable
     from kzlab.ui.views import TABS
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.read(notebook, as_version=4)
+    family = kzlab.load_model(WT_GGUF).hparams if notebook == WAVTOKENIZER else None
     n_code = sum(c.cell_type == "code" for c in nb.cells)
     console: list[str] = []
     shot = tmp_path / "jupyterlab-failure.png"
@@ -199,7 +213,7 @@ def test_notebook_04_and_workbench_in_jupyterlab(lab, tmp_path):
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
             try:
-                page.goto(f"{lab.url}/lab/tree/{NOTEBOOK.name}?reset", timeout=120_000)
+                page.goto(f"{lab.url}/lab/tree/{notebook.name}?reset", timeout=120_000)
                 page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
                 _wait("the notebook's kernel to start", lambda: _accept_dialog(page) or page.evaluate(KERNEL_IDLE),
                       120)
@@ -218,6 +232,11 @@ def test_notebook_04_and_workbench_in_jupyterlab(lab, tmp_path):
                 assert not _widget_errors(page), f"widget errors: {_widget_errors(page)}"
                 titles = [t.strip() for t in wb.locator(".widget-tab-bar .lm-TabBar-tabLabel").all_inner_texts()]
                 assert titles == list(TABS), titles
+                if family is not None:  # the family is shown, and what does not apply to it is disabled
+                    off = not_applicable(family)
+                    shown = wb.locator(".kz-family")
+                    assert shown.count() == 1 and all(k in shown.inner_text() for k in off), shown.all_inner_texts()
+                    assert wb.locator("select:disabled").count() == len(off)
 
                 run = wb.locator("button.widget-button", has_text=re.compile(r"^\s*Run\s*$"))
                 assert run.count() == 1, "no Run button in the Workbench"
@@ -232,6 +251,9 @@ def test_notebook_04_and_workbench_in_jupyterlab(lab, tmp_path):
 
                 for title in TABS:
                     seen = _check_tab(page, wb, title)
+                    if family is not None and title == "Compare":  # one run against the reference .npz
+                        assert "Accuracy per stage" in seen["text"] and len(seen["images"]) >= 1, seen
+                        assert seen["table_rows"] >= len(arch_of(family).stages(family)), seen
                     wb.locator(".widget-tab").screenshot(path=str(tmp_path / f"tab-{title}.png"))
                     print(f"  {title}: {seen}")
                 assert not _widget_errors(page), f"widget errors: {_widget_errors(page)}"

@@ -38,7 +38,7 @@ from kzlab.analysis.evolution import evolution as stage_evolution
 from kzlab.analysis.flops import CustomFlops, TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
-from kzlab.arch import arch_of
+from kzlab.arch import arch_of, not_applicable
 from kzlab.codes import random_codes, validate_codes
 from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
@@ -443,7 +443,7 @@ def profile(
             "lowering": plan.to_dict(),
             "lowering_resolved": plan.to_dict(),
             "lowering_requested": plan.request_dict(),
-            "lowering_label": plan.label(),
+            "lowering_label": plan.label(not_applicable(hp)),
             "backend": list(rb.names),
             "backend_label": rb.label,
             "backend_requested": _request_text(spec.backend),

@@ -55,6 +55,10 @@ class RunSpec:
     predict: bool = False
     cpu_baseline_ms: float | None = None
     label: str = ""
+    #: a reference `.npz` of stage activations (the fixtures' format): its codes are decoded (whatever `input`
+    #: says) and every stage is compared with it (`RunRecord.accuracy`); `bound` (dB) names the first stage below
+    ref: str = ""
+    bound: float = 40.0
 
     def lowering_obj(self) -> Lowering:
         return Lowering.from_dict(dict(self.lowering))
@@ -87,6 +91,15 @@ class RunRecord:
     backend_label: str = ""
     mode: str = ""
     lowering_resolved: dict = field(default_factory=dict)
+    #: the decoder's family (kzlab.arch): its name and label, its stages in order, and the lowering options that
+    #: change nothing in it (option -> why)
+    family: str = ""
+    family_label: str = ""
+    stage_names: list[str] = field(default_factory=list)
+    not_applicable: dict = field(default_factory=dict)
+    #: code frames decoded; the per-stage comparison with `spec.ref` (a `kzlab.analysis.accuracy.Accuracy`)
+    frames: int = 0
+    accuracy: Any = None
 
     @property
     def ok(self) -> bool:
@@ -106,6 +119,7 @@ class RunRecord:
         d["threads"] = self.backends_resolved.get("threads", d["threads"])
         d["mode"] = self.mode
         d["lowering_resolved"] = dict(self.lowering_resolved)
+        d["family"] = self.family
         return d
 
 
@@ -137,6 +151,13 @@ class Canceller:
 def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
     """('codes', codes, None) or ('latent', latent, reference recording)."""
     hp = dec.hparams
+    if spec.ref:
+        from kzlab.analysis.accuracy import read_reference
+
+        codes, _ = read_reference(spec.ref)
+        if codes is None:
+            raise InvalidInputError(f"reference {spec.ref} has no 'codes' array: nothing to decode")
+        return "codes", codes, None
     if spec.input == "fixture":
         return "codes", fixture_codes(hp), None
     if spec.input == "random":
@@ -158,13 +179,35 @@ def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
     raise InvalidOptionError(f"input {spec.input!r}: one of {', '.join(INPUTS)}")
 
 
+def peek_family(model: str) -> Any | None:
+    """The decoder family (`kzlab.arch.Arch`) of a model field's value, from the file's header and tensor names
+    without loading its weights: what the Workbench shows before a run. None when it cannot tell yet (a built-in
+    not built yet, no such file, a file no family claims); the run itself then says why. A preview: it never
+    raises (a damaged file is the run's to report)."""
+    s = str(model).strip()
+    try:
+        from kzlab.app.builtins import BUILTINS, builtin_path
+        from kzlab.arch import detect, get_arch
+        from kzlab.formats import reader
+        from kzlab.loader import detect_layout, layout_by_names, layout_family
+
+        p = builtin_path(s) if s in BUILTINS else Path(s).expanduser()
+        if not s or not p.exists():
+            return None
+        raw = reader.read(p)
+        lm = detect_layout(raw) or layout_by_names(raw)
+        return get_arch(layout_family(lm)) if lm is not None else detect(raw.architecture, list(raw.tensors))
+    except Exception:  # a widget callback must not fail on what the user is still typing
+        return None
+
+
 def _frames_of(dec: Any, kind: str, x: np.ndarray) -> int:
     """Code frames of a stage input `x` (its length over the stage's frames per code frame, as the family says)."""
     stage = dec.arch.stage_aliases.get(kind, kind)
     return max(1, x.shape[1] // dec.arch.stage_input_shape(dec.hparams, stage, 1)[1])
 
 
-def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering, prof_fn) -> dict:
+def _prediction_inputs(spec: RunSpec, rec: RunRecord, model, codes, low: Lowering, prof_fn) -> dict:
     """What `simulate(predict=...)` needs: a CPU-only profile of the portable graph (this run's own profile when it
     is one, else one taken now) and the CPU-only baseline to scale it to."""
     portable = low.portable()
@@ -177,9 +220,21 @@ def _prediction_inputs(spec: RunSpec, rec: RunRecord, path, codes, low: Lowering
         if prof_fn is None:
             raise InvalidOptionError("a prediction needs the profiler (kzlab.analysis.profile)")
         rec.notes.append("a CPU-only profile of the portable graph was taken for the prediction's CPU nodes")
-        cpu_profile = prof_fn(str(path), codes=codes, backends=BackendSpec("cpu", spec.threads, False),
+        cpu_profile = prof_fn(model, codes=codes, backends=BackendSpec("cpu", spec.threads, False),
                               lowering=portable, repeat=max(1, int(spec.repeat)), warmup=1, peak=False, progress=False)
     return {"cpu_profile": cpu_profile, "cpu_baseline_ms": spec.cpu_baseline_ms or None}
+
+
+def _reference_accuracy(spec: RunSpec, rec: RunRecord):
+    """This run's stages against the reference's (`spec.ref`), in the family's stage order."""
+    from kzlab.analysis.accuracy import OUTPUT, Accuracy, read_reference, stage_accuracy
+    from kzlab.report.render import what_ran
+
+    _, ref = read_reference(spec.ref)
+    rows = stage_accuracy({**rec.decode.stages, OUTPUT: rec.wav}, ref, [*rec.stage_names, OUTPUT])
+    return Accuracy(model=rec.model_path, family=rec.family, frames=rec.frames, bound_db=float(spec.bound),
+                    a={"label": f"reference {Path(spec.ref).name}", "reference": spec.ref},
+                    b={"label": rec.label, **what_ran(rec)}, stages=rows)
 
 
 def execute(
@@ -191,7 +246,8 @@ def execute(
 
     `progress(i, n, text)`: step i of n is starting; i is fractional while a step reports its own progress
     (the profile's runs)."""
-    from kzlab.runtime.decoder import load
+    from kzlab.loader import load_model
+    from kzlab.runtime.decoder import Decoder
 
     canc = canceller or Canceller()
     rec = RunRecord(spec=spec, label=spec.label or "run", machine=machine_info())
@@ -210,7 +266,13 @@ def execute(
         if not spec.label:
             rec.label = Path(path).stem
         low = spec.lowering_obj()
-        dec = load(path, lowering=low, backends=spec.backend_spec())
+        # the file is read once: the decode, the profile and the placement all take this Model
+        model = load_model(path)
+        dec = Decoder(model, low, spec.backend_spec())
+        hp = model.hparams
+        rec.family, rec.family_label = dec.arch.name, dec.arch.label
+        rec.stage_names = [s.name for s in dec.arch.stages(hp)]
+        rec.not_applicable = dict(getattr(dec.arch, "not_applicable", {}) or {})
         canc.session = dec.session
         rec.backends_resolved = dec.resolved_backends.to_dict()
         rec.backend_label, rec.mode = dec.backend_label, dec.mode
@@ -225,6 +287,9 @@ def execute(
         out = dec.decode(x, intermediates=True) if kind == "codes" else dec.decode_from("latent", x, intermediates=True)
         rec.decode_s = time.perf_counter() - t0
         rec.decode, rec.wav = out, out.wav
+        rec.frames = int(x.shape[1]) if kind == "codes" else _frames_of(dec, kind, x)
+        if spec.ref:
+            rec.accuracy = _reference_accuracy(spec, rec)
         canc.session = None
         step(3, "profiling")
         prof_fn = optional_api("kzlab.analysis.profile", "profile")
@@ -239,7 +304,7 @@ def execute(
                     step(3 + done / total, f"profiling: run {done}/{total}")
 
                 rec.profile = prof_fn(
-                    str(path),
+                    model,
                     codes=codes,
                     backends=spec.backend_spec(),
                     lowering=low,
@@ -258,10 +323,10 @@ def execute(
                 frames = x.shape[1] if kind == "codes" else _frames_of(dec, kind, x)
                 codes = x if kind == "codes" else random_codes(dec.hparams, frames)
                 try:
-                    predict = _prediction_inputs(spec, rec, path, codes, low, prof_fn) if spec.predict else None
+                    predict = _prediction_inputs(spec, rec, model, codes, low, prof_fn) if spec.predict else None
                     # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
                     rec.placement = sim(
-                        str(path), profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
+                        model, profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
                         weights_on="htp", predict=predict,
                     )
                 except KzlabError as e:
@@ -281,4 +346,4 @@ def execute(
     return rec
 
 
-__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info"]
+__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info", "peek_family"]

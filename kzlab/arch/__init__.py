@@ -65,6 +65,9 @@ class Arch(Protocol):
     stage_aliases: dict[str, str]
     #: whether kzlab has fused CPU nodes for this family (`mode="fast"`); without them every run is portable
     fused_nodes: bool
+    #: lowering options (`kzlab.graph.options.Lowering` fields) that change nothing in this family's graph, each
+    #: with the reason: the Workbench shows them disabled with it, and labels leave them out
+    not_applicable: dict[str, str]
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:
         """Whether a file (its `general.architecture` and tensor names) is of this family."""
@@ -159,6 +162,11 @@ def unknown_family_error(path: Any, architecture: str | None) -> InvalidModelErr
     return InvalidModelError(f"{path} is {what}; kzlab decodes: {', '.join(_FAMILIES)}")
 
 
+def not_applicable(hp: Any) -> dict[str, str]:
+    """Lowering option -> why it does not apply to the family of `hp` (empty for a family that does not say)."""
+    return dict(getattr(arch_of(hp), "not_applicable", {}) or {})
+
+
 def stage_order(hp: Any) -> dict[str, int]:
     """Stage name -> position, for sorting records of one model."""
     return {s.name: s.rank for s in arch_of(hp).stages(hp)}
@@ -166,5 +174,5 @@ def stage_order(hp: Any) -> dict[str, int]:
 
 __all__ = [
     "Arch", "Stage", "arch_of", "detect", "families", "family_names", "get_arch", "known_architectures",
-    "stage_order", "unknown_family_error",
+    "not_applicable", "stage_order", "unknown_family_error",
 ]

@@ -49,7 +49,7 @@ def run(args) -> int:
             np.save(args.npy, wav.astype(np.float32))
         print(
             f"wrote {args.output}: {wav.shape[0]} samples ({wav.shape[0] / dec.sample_rate:.2f} s) "
-            f"in {dt:.2f} s on {dec.backend_label}, {dec.mode} mode ({dec.lowering.label()})"
+            f"in {dt:.2f} s on {dec.backend_label}, {dec.mode} mode ({dec.lowering.label(dec.arch.not_applicable)})"
         )
     finally:
         dec.close()

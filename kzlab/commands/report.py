@@ -26,6 +26,11 @@ def register(sub) -> None:
                    help="with --predict: the CPU-only decode measured on the device (scales the CPU nodes)")
     p.add_argument("--whatif", action="append", default=[], metavar="WHATIF.json",
                    help="add the what-if that `kzlab whatif ... --json WHATIF.json` wrote (repeatable)")
+    p.add_argument("--ref", default="", metavar="REF.npz",
+                   help="reference stage activations (codes + one array per stage): decode its codes and compare "
+                   "every stage with it (as `kzlab compare --ref`)")
+    p.add_argument("--bound", type=float, default=40.0, metavar="DB",
+                   help="with --ref or two models: name the first stage whose SNR is below DB (default 40)")
     p.add_argument("--title", default="kzlab report")
     add_backend(p)
     add_lowering(p)
@@ -51,13 +56,16 @@ def run(args) -> int:
                        backend=bk.backend, threads=bk.threads, sched=bk.sched, op_offload=bk.op_offload,
                        weights_on=bk.weights_on, lowering=low, repeat=args.repeat,
                        hexagon_profile=args.hexagon, predict=bool(args.predict and args.hexagon),
-                       cpu_baseline_ms=args.cpu_baseline_ms, label=f"{'AB'[i]}: {m}")
+                       cpu_baseline_ms=args.cpu_baseline_ms, label=f"{'AB'[i]}: {m}", ref=args.ref,
+                       bound=args.bound)
         rec = execute(spec, lambda k, n, text: print(f"  [{k}/{n}] {text}", flush=True))
         ran = f"{len(rec.wav)} samples on {rec.backend_label}, {rec.mode} mode" if rec.ok else ""
         print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else ran))
+        if rec.accuracy is not None:
+            print(f"  accuracy: {rec.accuracy.summary()}")
         for note in rec.notes:
             print(f"  note: {note.splitlines()[0]}")
         recs.append(rec)
-    out = write_report(recs, args.output, args.title, whatifs)
+    out = write_report(recs, args.output, args.title, whatifs, bound=args.bound)
     print(f"wrote {out.resolve()}")
     return 0 if all(r.ok for r in recs) else 2

@@ -16,6 +16,7 @@ results record the plan next to the request, so a label always says what ran.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,19 +183,22 @@ class Lowering:
         warnings.warn("Lowering.resolved() is now Lowering.resolve()", DeprecationWarning, stacklevel=2)
         return self.resolve(cpu_only)
 
-    def label(self) -> str:
-        """Short text for tables and legends."""
-        parts = [self.conv, f"src1={self.conv_src1}", self.convt, f"snake={self.snake}", f"w={self.wtype}"]
-        if self.resunit != "ops":
+    def label(self, skip: Collection[str] = ()) -> str:
+        """Short text for tables and legends. `skip`: options left out because they change nothing in the
+        decoder at hand (its family's `not_applicable`, see kzlab.arch)."""
+        show = {f.name: f.name not in skip for f in dataclasses.fields(Lowering)}
+        parts = [p for n, p in (("conv", self.conv), ("conv_src1", f"src1={self.conv_src1}"), ("convt", self.convt),
+                                ("snake", f"snake={self.snake}"), ("wtype", f"w={self.wtype}")) if show[n]]
+        if self.resunit != "ops" and show["resunit"]:
             parts.insert(0, f"resunit={self.resunit}")
         parts.insert(0, f"{self.mode}:")
-        if self.mm_chunk:
+        if self.mm_chunk and show["mm_chunk"]:
             parts.append(f"chunk={self.mm_chunk}")
-        if self.conv_tile and self.conv.startswith("im2col-f32"):
+        if self.conv_tile and self.conv.startswith("im2col-f32") and show["conv_tile"]:
             parts.append(f"tile={self.conv_tile}")
-        if self.gelu != "erf":
+        if self.gelu != "erf" and show["gelu"]:
             parts.append(f"gelu={self.gelu}")
-        if self.istft != "host":
+        if self.istft != "host" and show["istft"]:
             parts.append(f"istft={self.istft}")
         return " ".join(parts)
 

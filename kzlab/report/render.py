@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kzlab import plots
+from kzlab.analysis.accuracy import DEFAULT_BOUND_DB, OUTPUT, Accuracy, stage_accuracy
 from kzlab.audio import snr_db, snr_text, wav_bytes
 from kzlab.report.elements import figure_tag, table
 from kzlab.report.whatif_section import whatif_html
@@ -30,10 +31,12 @@ def audio_tag(wav: np.ndarray, sample_rate: int = 24000, label: str = "") -> str
 
 
 def what_ran(rec) -> dict[str, Any]:
-    """What a run really ran, resolved once when its decoder opened: backends, scheduler, mode, lowering."""
+    """What a run really ran, resolved once when its decoder opened: backends, scheduler, mode, lowering (without
+    the options that do not apply to its decoder's family: they changed nothing; the configuration lists them)."""
     if not rec.backend_label:
         return {}
-    low = dict(rec.lowering_resolved)
+    off = getattr(rec, "not_applicable", None) or {}
+    low = {k: v for k, v in rec.lowering_resolved.items() if k not in off}
     return {
         "backends": rec.backend_label,
         "scheduler": "on" if rec.backends_resolved.get("sched") else "off",
@@ -41,6 +44,32 @@ def what_ran(rec) -> dict[str, Any]:
         "mode": rec.mode,
         "lowering": " ".join(f"{k}={v}" for k, v in low.items() if k != "mode"),
     }
+
+
+def records_accuracy(a, b, bound: float = DEFAULT_BOUND_DB) -> Accuracy | None:
+    """B's stages against A's, stage by stage (two runs of one decoder family on the same codes: a lowering, a
+    weight type or a backend apart); None when no stage can be compared (another family, other codes)."""
+    if a.decode is None or b.decode is None or a.family != b.family:
+        return None
+    order = [*(b.stage_names or list(b.decode.stages)), OUTPUT]
+    rows = stage_accuracy({**b.decode.stages, OUTPUT: b.wav}, {**a.decode.stages, OUTPUT: a.wav}, order)
+    if all(r.snr_db is None for r in rows):
+        return None
+    return Accuracy(model=b.model_path, family=b.family, frames=int(getattr(b, "frames", 0) or 0), bound_db=bound,
+                    a={"label": a.label, **what_ran(a)}, b={"label": b.label, **what_ran(b)}, stages=rows)
+
+
+def accuracy_html(acc: Accuracy | None, title: str = "Accuracy per stage") -> str:
+    """A comparison stage by stage: the summary (the first stage below the bound), the SNR table and its figure."""
+    if acc is None:
+        return ""
+    where = acc.first_below
+    head = (f'<p class="error">first stage below {acc.bound_db:g} dB: <b>{html.escape(where)}</b></p>' if where
+            else f"<p>every stage at or above {acc.bound_db:g} dB</p>")
+    return (f"<h3>{html.escape(title)}</h3><p>B = {html.escape(str(acc.b.get('label', '')))} against A = "
+            f"{html.escape(str(acc.a.get('label', '')))}: {html.escape(acc.summary())}</p>" + head
+            + table(acc.rows(), ["stage", "snr_db", "below", "shape", "ref_rms", "max_abs_err", "note"])
+            + figure_tag(plots.stage_snr(acc, title=title), title))
 
 
 def _range_row(name: str, r: Mapping[str, Any] | None, p50: float) -> dict[str, Any]:
@@ -186,8 +215,16 @@ def run_section(rec, index: int) -> str:
     for n in rec.notes:
         parts.append(f'<p class="note">{html.escape(n.splitlines()[0] if n else n)}</p>')
     ran = what_ran(rec)
+    if rec.family_label:
+        parts.append(f"<p>decoder family: <b>{html.escape(rec.family_label)}</b> ({html.escape(rec.family)})</p>")
     if ran:
         parts.append("<h3>What ran</h3>" + table(ran))
+    if rec.not_applicable:
+        parts.append("<p class=\"note\">lowering options that do not apply to this family: "
+                     + "; ".join(f"{html.escape(k)} ({html.escape(v)})" for k, v in rec.not_applicable.items())
+                     + "</p>")
+    if getattr(rec, "accuracy", None) is not None:
+        parts.append(accuracy_html(rec.accuracy, "Accuracy per stage against the reference"))
     parts.append("<h3>Configuration</h3>" + table(_flat_config(rec)))
     if rec.decode is not None:
         parts.append("<h3>T-evolution</h3>" + figure_tag(plots.t_evolution(rec.decode), "T-evolution"))
@@ -234,11 +271,12 @@ def run_section(rec, index: int) -> str:
     return "\n".join(parts)
 
 
-def compare_section(a, b, ia: int, ib: int) -> str:
+def compare_section(a, b, ia: int, ib: int, bound: float = DEFAULT_BOUND_DB) -> str:
     """Two runs side by side: ratios per block and per op (when both were profiled) and both audios."""
     parts = [f"<h2>Compare run {ia} and run {ib}</h2>", same_mode_note(a, b)]
     parts.append(table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))]))
     parts.append(placement_diff_html(a, b))
+    parts.append(accuracy_html(records_accuracy(a, b, bound), "Accuracy per stage: B against A"))
     if a.placement is not None and b.placement is not None and a.placement.predicted and b.placement.predicted:
         dec, why = paired_ab(a, b)
         parts.append(paired_ab_html(dec, why))
@@ -260,7 +298,8 @@ def compare_section(a, b, ia: int, ib: int) -> str:
     return "\n".join(parts)
 
 
-def render(records: Iterable, title: str = "kzlab report", whatifs: Iterable = ()) -> str:
+def render(records: Iterable, title: str = "kzlab report", whatifs: Iterable = (),
+           bound: float = DEFAULT_BOUND_DB) -> str:
     """The whole report as one HTML string: each run, the A/B of the first two that succeeded, and each what-if
     (a `WhatIf`, or the JSON `kzlab whatif --json` wrote, as read by `read_whatif`)."""
     from kzlab.environment import machine_info
@@ -272,7 +311,7 @@ def render(records: Iterable, title: str = "kzlab report", whatifs: Iterable = (
     ok = [(i + 1, r) for i, r in enumerate(recs) if r.ok]
     if len(ok) >= 2:
         (ia, a), (ib, b) = ok[0], ok[1]
-        body.append(compare_section(a, b, ia, ib))
+        body.append(compare_section(a, b, ia, ib, bound))
     body += [whatif_html(w, i + 1) for i, w in enumerate(whatifs)]
     page = Template(TEMPLATE.read_text()).substitute(
         title=html.escape(title),
@@ -287,9 +326,11 @@ def render(records: Iterable, title: str = "kzlab report", whatifs: Iterable = (
     return page
 
 
-def write_report(records: Iterable, path: str | Path, title: str = "kzlab report", whatifs: Iterable = ()) -> Path:
-    """Render and write the report; returns its path."""
+def write_report(records: Iterable, path: str | Path, title: str = "kzlab report", whatifs: Iterable = (),
+                 bound: float = DEFAULT_BOUND_DB) -> Path:
+    """Render and write the report; returns its path. `bound` (dB): the per-stage comparison of the first two
+    runs names the first stage below it."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render(records, title, whatifs), encoding="utf-8")
+    p.write_text(render(records, title, whatifs, bound), encoding="utf-8")
     return p

@@ -240,7 +240,7 @@ class Decoder:
     def __repr__(self) -> str:
         return (
             f"Decoder({Path(self.model.path).name}, family={self.model.family}, layout={self.model.layout}, "
-            f"backend={self.backend_label}, {self.lowering.label()})"
+            f"backend={self.backend_label}, {self.lowering.label(self.arch.not_applicable)})"
         )
 
 

@@ -15,10 +15,12 @@ from typing import Any
 from kzlab import plots
 from kzlab.audio import snr_db, snr_text, wav_bytes, wav_length
 from kzlab.report.render import (
+    accuracy_html,
     paired_ab,
     paired_ab_html,
     placement_diff_html,
     prediction_html,
+    records_accuracy,
     same_mode_note,
     table,
     what_ran,
@@ -128,8 +130,20 @@ def audio_view(rec) -> View:
     return v
 
 
-def compare_view(a, b) -> View:
-    """Two runs side by side: ratios per block and per op (profiles), wall and decode times, both audios."""
+def accuracy_view(rec) -> View | None:
+    """One run against its reference .npz (`RunSpec.ref`), stage by stage; None when it had no reference."""
+    acc = getattr(rec, "accuracy", None)
+    if acc is None:
+        return None
+    v = View(html=[accuracy_html(acc, "Accuracy per stage against the reference")])
+    v.rows = acc.rows()
+    v.data["accuracy"] = acc.to_dict()
+    return v
+
+
+def compare_view(a, b, bound: float | None = None) -> View:
+    """Two runs side by side: the SNR of each stage of B against A (and of each against its reference, if any),
+    ratios per block and per op (profiles), wall and decode times, both audios."""
     v = View()
     rows = [{"": "decode s", "A": a.decode_s, "B": b.decode_s, "B/A": b.decode_s / a.decode_s if a.decode_s else 0}]
     if a.profile is not None and b.profile is not None:
@@ -142,6 +156,16 @@ def compare_view(a, b) -> View:
         v.html.append(table(v.rows) + table([{"op": k, "ratio": x} for k, x in r["op"].items()]))
     else:
         v.html.append("<p><i>ratios per block and per op need both runs profiled</i></p>")
+    acc = records_accuracy(a, b, **({"bound": bound} if bound is not None else {}))
+    if acc is not None:
+        v.data["accuracy"] = acc.to_dict()
+        v.data["accuracy_rows"] = acc.rows()
+        v.html.insert(0, accuracy_html(acc, "Accuracy per stage: B against A"))
+    else:
+        v.html.insert(0, "<p><i>no stage to compare: the two runs decode other codes or decoder families</i></p>")
+    for name, rec in (("A", a), ("B", b)):
+        if getattr(rec, "accuracy", None) is not None:
+            v.html.append(accuracy_html(rec.accuracy, f"{name} against its reference"))
     ran = table([{"": name, **what_ran(r)} for name, r in (("A", a), ("B", b))])
     v.html.insert(0, f"<p>A = {html.escape(a.label)}, B = {html.escape(b.label)}</p>" + same_mode_note(a, b) + ran
                   + table(rows))
@@ -188,4 +212,4 @@ def ok_pair(records: Sequence) -> tuple[Any, Any] | None:
     return (ok[-2], ok[-1]) if len(ok) >= 2 else None
 
 
-__all__ = ["TABS", "View", "all_views", "compare_view", "wav_length"]
+__all__ = ["TABS", "View", "accuracy_view", "all_views", "compare_view", "wav_length"]

@@ -13,7 +13,9 @@ Attributes for scripts and headless tests (all ipywidgets unless noted):
   `op_offload`, `weights_on`,
   `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`, `predict`
   (Checkbox: predicted time and memory of the Hexagon placement), `cpu_baseline_ms` (the CPU-only decode measured
-  on the device, 0: none).
+  on the device, 0: none), `ref_path` (a reference .npz of stage activations: its codes are decoded and every
+  stage compared with it) and `bound` (dB: the first stage below it is named), `family` (HTML: the decoder's
+  family; lowering options that do not apply to it are disabled, the reason in their tooltip; `show_family()`).
 * controls: `run_button`, `cancel_button`, `progress` (IntProgress), `status` (HTML: progress and errors),
   `tabs` (Tab; titles in `kzlab.ui.views.TABS`), `sort_by` / `sort_desc` (per-op table order),
   `compare_a` / `compare_b` (Dropdowns of run indices), `compare_button`.
@@ -34,7 +36,7 @@ import ipywidgets as W
 
 from kzlab.analysis.placement.capabilities import names as capability_names
 from kzlab.app.builtins import BUILTINS, SPEECH
-from kzlab.app.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute
+from kzlab.app.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute, peek_family
 from kzlab.environment import default_threads
 from kzlab.graph import options as lowering_options
 from kzlab.graph.options import Lowering
@@ -93,6 +95,8 @@ class Workbench:
         style = {"description_width": "110px"}
         self.model_path = W.Text(value=model, description="decoder", placeholder="path.gguf or a built-in name",
                                  layout=lay, style=style)
+        #: the decoder's family (kzlab.arch), read from the file's header when the path changes and from each run
+        self.family = W.HTML(value="")
         self.folder = W.Text(value=str(folder or Path.cwd()), description="folder", layout=lay, style=style)
         self.scan_button = W.Button(description="list GGUF files", icon="folder-open")
         self.models = W.SelectMultiple(options=list(BUILTINS), description="also run", rows=5, layout=lay,
@@ -118,6 +122,10 @@ class Workbench:
         self.hexagon = W.Dropdown(options=[NO_HEXAGON, *hexagon_profiles()], value=NO_HEXAGON,
                                   description="Hexagon profile", style=style)
         self.predict = W.Checkbox(value=False, description="predict time and memory")
+        self.ref_path = W.Text(value="", description="reference .npz", layout=lay, style=style,
+                               placeholder="stage activations (codes + one array per stage) to compare each stage with")
+        self.bound = W.BoundedFloatText(value=40.0, min=-1000.0, max=1000.0, description="bound dB", style=style,
+                                        tooltip="the Compare tab names the first stage whose SNR is below this")
         self.cpu_baseline_ms = W.BoundedFloatText(value=0.0, min=0.0, max=1e7, description="CPU-only ms",
                                                   style=style, tooltip="the CPU-only decode measured on the device "
                                                   "(0: this machine's CPU as it is)")
@@ -144,28 +152,57 @@ class Workbench:
         self.scan_button.on_click(lambda _b: self.scan())
         self.compare_button.on_click(lambda _b: self.show_compare())
         self.sort_by.observe(lambda _c: self._show_ops(), names="value")
+        self.model_path.observe(lambda _c: self.show_family(), names="value")
         self.sort_desc.observe(lambda _c: self._show_ops(), names="value")
 
         options = W.VBox([
-            W.HTML("<b>decoders</b>"), self.model_path, W.HBox([self.folder, self.scan_button]), self.models,
+            W.HTML("<b>decoders</b>"), self.model_path, self.family, W.HBox([self.folder, self.scan_button]),
+            self.models,
             W.HTML("<b>input</b>"), W.HBox([self.input, self.frames]), self.npy_path, self.audio_path,
             W.HTML("<b>backend</b>"), W.HBox([self.backend, self.rpc_address]), W.HBox([self.threads, self.weights_on]),
             W.HBox([self.sched, self.op_offload]),
             W.HTML("<b>lowering</b>"),
             *[W.HBox(list(self.lowering.values())[i : i + 3]) for i in range(0, len(self.lowering), 3)],
             W.HBox([self.repeat, self.hexagon]), W.HBox([self.predict, self.cpu_baseline_ms]),
+            W.HTML("<b>accuracy</b>"), W.HBox([self.ref_path, self.bound]),
         ])
         self.widget = W.VBox([
             options, W.HBox([self.run_button, self.cancel_button, self.progress]), self.status, self.tabs,
         ])
         self._tab_boxes["Ops"].children = [W.HBox([self.sort_by, self.sort_desc])]
         self._tab_boxes["Compare"].children = [W.HBox([self.compare_a, self.compare_b, self.compare_button])]
+        self.show_family()
 
     # ---- notebook display -----------------------------------------------------------------------------
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
+
+    # ---- the decoder's family ---------------------------------------------------------------------------
+    def show_family(self, arch=None) -> str | None:
+        """Show the family of the decoder in `model_path` (or `arch`, a family or a RunRecord) and disable the
+        lowering options that do not apply to it, each with the family's reason as its tooltip. Returns the
+        family's name, or None when it cannot be told before a run."""
+        if isinstance(arch, RunRecord):
+            name, label, off = arch.family, arch.family_label, dict(arch.not_applicable)
+        else:
+            arch = arch if arch is not None else peek_family(self.model_path.value)
+            name = getattr(arch, "name", None)
+            label = getattr(arch, "label", "")
+            off = dict(getattr(arch, "not_applicable", {}) or {})
+        for opt, wid in self.lowering.items():
+            why = off.get(opt)
+            wid.disabled = why is not None
+            wid.tooltip = f"does not apply to this decoder: {why}" if why else lowering_options.HELP.get(opt, "")
+        if not name:
+            self.family.value = "<i>family: known when the file is read (run)</i>"
+            return None
+        text = f"family: <b>{html.escape(label)}</b> ({html.escape(name)})"
+        if off:
+            text += "; not used by it: " + "; ".join(f"{html.escape(k)} ({html.escape(v)})" for k, v in off.items())
+        self.family.value = f'<span class="kz-family">{text}</span>'
+        return name
 
     # ---- actions --------------------------------------------------------------------------------------
     def scan(self) -> list[str]:
@@ -181,7 +218,7 @@ class Workbench:
         """One RunSpec per chosen decoder (the path field first, then the selected list)."""
         targets = [self.model_path.value.strip()] if self.model_path.value.strip() else []
         targets += [m for m in self.models.value if m not in targets]
-        low = {k: w.value for k, w in self.lowering.items()}
+        low = {k: w.value for k, w in self.lowering.items() if not w.disabled}  # disabled: not this family's
         backend = self.rpc_address.value.strip() if self.backend.value == RPC_CHOICE else self.backend.value
         hexagon = None if self.hexagon.value == NO_HEXAGON else self.hexagon.value
         return [
@@ -192,6 +229,7 @@ class Workbench:
                 weights_on=self.weights_on.value.strip() or None, lowering=low, repeat=int(self.repeat.value),
                 hexagon_profile=hexagon, predict=bool(self.predict.value) and hexagon is not None,
                 cpu_baseline_ms=float(self.cpu_baseline_ms.value) or None,
+                ref=self.ref_path.value.strip(), bound=float(self.bound.value),
             )
             for t in targets
         ]
@@ -238,6 +276,8 @@ class Workbench:
 
                 rec = execute(spec, progress, canc)
                 rec.label = f"#{n_run} {rec.label}"  # execute labels it with what ran (backends, mode)
+                if rec.family and k == 0:  # the decoder of the path field: its family as the file said
+                    self.show_family(rec)
                 self.results.append(rec)
                 if rec.error:
                     self._set_status(f"error: {rec.error}", error=True)
@@ -248,6 +288,8 @@ class Workbench:
                 self._set_status(f"done: {len(self.results)} run(s); see the tabs")
             self._refresh_compare_choices()
             if V.ok_pair(self.results):
+                self.show_compare()
+            elif self.results and self.results[-1].accuracy is not None:
                 self.show_compare()
         except Exception as e:  # never let a widget callback die silently
             self._set_status(f"error: {type(e).__name__}: {e}", error=True)
@@ -292,10 +334,16 @@ class Workbench:
     def show_compare(self) -> V.View | None:
         """Compare the runs chosen in compare_a / compare_b (by default the last two that succeeded)."""
         header = [W.HBox([self.compare_a, self.compare_b, self.compare_button])]
+        if (self.compare_a.value is None or self.compare_b.value is None) and self.results:
+            one = V.accuracy_view(self.results[-1])  # a single run against its reference .npz
+            if one is not None:
+                self._place("Compare", one, header)
+                return one
         if self.compare_a.value is None or self.compare_b.value is None:
             self._place("Compare", V.message("compare needs two successful runs"), header)
             return None
-        view = V.compare_view(self.results[self.compare_a.value], self.results[self.compare_b.value])
+        view = V.compare_view(self.results[self.compare_a.value], self.results[self.compare_b.value],
+                              float(self.bound.value))
         self._place("Compare", view, header)
         return view
 

@@ -23,6 +23,7 @@ from kzlab.analysis.placement.graph import build, stage_of_nodes
 from kzlab.analysis.placement.rules import addr
 from kzlab.analysis.placement.sched import Buffer, Result, SimBackend, Simulator
 from kzlab.analysis.predict.whatif import PredictOptions, predict_placement
+from kzlab.arch import not_applicable
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
 from kzlab.loader import load_model
@@ -361,7 +362,7 @@ def simulate(
         nodes, splits = describe(res, sim, gr.layers)
         convs = conv_verdicts(nodes, sim, gr.layers, low, backends[0].name)
         cfg = {
-            "model": str(model_or_path) if not isinstance(model_or_path, Model) else "<Model>",
+            "model": str(model_or_path) if not isinstance(model_or_path, Model) else str(model.path),
             "profile": backends[0].profile.name,
             "profile_source": backends[0].profile.source,
             "backends": [b.name for b in backends],
@@ -370,7 +371,7 @@ def simulate(
             "lowering": low.to_dict(),
             "lowering_resolved": low.to_dict(),
             "lowering_requested": low.request_dict(),
-            "lowering_label": low.label(),
+            "lowering_label": low.label(not_applicable(model.hparams)),
             "weights_on": next(b.name for b in backends if b.buft == wbuft),
             "op_offload": op_offload,
         }

@@ -77,6 +77,10 @@ class Qwen3Tts12Hz:
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
     #: the fused residual-unit and SnakeBeta+transposed-conv CPU nodes (kzlab.graph.fused) apply
     fused_nodes: bool = True
+    not_applicable: dict[str, str] = field(default_factory=lambda: {
+        "gelu": "this family's GELUs (in its ConvNeXt upsampling blocks) are built in the exact erf form only",
+        "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",
+    })
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: dict(FUSED_ROLES))
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:

@@ -264,6 +264,11 @@ class WavTokenizerDec:
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
     #: no fused CPU nodes: every run builds ggml ops only (mode "portable"), on the CPU too
     fused_nodes: bool = False
+    not_applicable: dict[str, str] = field(default_factory=lambda: {
+        "convt": "this decoder has no transposed conv (the inverse STFT makes the samples)",
+        "snake": "this decoder has no SnakeBeta activation (its activations are swish and GELU)",
+        "resunit": "this decoder has no BigVGAN residual units",
+    })
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:
         return architecture in self.architectures

@@ -1,0 +1,57 @@
+"""`kzlab compare MODEL [--ref REF.npz | --against 'OPTIONS'] [--bound DB] [--json OUT]`: the SNR of every stage
+of one run against a reference of stage activations or against another run, and the first stage below a bound
+(`kzlab.compare`, the same function the Workbench's Compare tab and the report use)."""
+
+from __future__ import annotations
+
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
+
+
+def register(sub) -> None:
+    from kzlab.analysis.accuracy import DEFAULT_BOUND_DB
+
+    p = sub.add_parser(
+        "compare", help="accuracy per stage: SNR of each stage against a reference .npz or another run",
+        description="Decode with the given lowering and backend options (run B) and give the SNR of every stage "
+        "against a reference .npz of stage activations (--ref, the fixtures' format: codes and one (C, T) array "
+        "per stage) or against another run (--against: these options with some changed), and the first stage "
+        "whose SNR is below --bound.",
+    )
+    add_model(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--ref", metavar="REF.npz", help="reference stage activations (its codes are decoded)")
+    g.add_argument("--against", metavar="OPTIONS",
+                   help="run A: this run with these options changed, e.g. 'conv=im2col-f32 gelu=erf' or "
+                   "'wtype=f32 backend=cpu' (lowering and backend option names, NAME=VALUE separated by spaces)")
+    p.add_argument("--bound", type=float, default=DEFAULT_BOUND_DB, metavar="DB",
+                   help=f"name the first stage whose SNR is below DB (default {DEFAULT_BOUND_DB:g})")
+    p.add_argument("--frames", type=int, default=None, help="frames of random codes with --against (default 31)")
+    p.add_argument("--codes", default=None, help="codes file (.npy/.npz) to decode with --against")
+    p.add_argument("--repeat", type=int, default=3, help="timed decodes per run (0: none)")
+    p.add_argument("--json", metavar="OUT", default=None, help="write the result as JSON")
+    add_backend(p)
+    add_lowering(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from kzlab.analysis.accuracy import compare
+    from kzlab.codes import load_codes
+
+    codes = load_codes(args.codes) if args.codes else None
+    res = compare(args.model, ref=args.ref, against=args.against, codes=codes, frames=args.frames, bound=args.bound,
+                  lowering=lowering_from(args), backends=backend_spec(args), repeat=args.repeat, layout=args.layout)
+    print(f"{res.model} ({res.family}), {res.frames} frames")
+    print(f"  A: {res.a['label']}")
+    print(f"  B: {res.b['label']}")
+    w = max([len(s.stage) for s in res.stages] + [5])
+    print(f"  {'stage':<{w}} {'SNR dB':>8} {'max |err|':>10}  {'shape':<12}")
+    for s in res.stages:
+        db = "-" if s.snr_db is None else ("exact" if s.snr_db == float("inf") else f"{s.snr_db:.1f}")
+        flag = "  < bound" if s.snr_db is not None and s.snr_db < res.bound_db else ""
+        print(f"  {s.stage:<{w}} {db:>8} {s.max_abs_err:>10.3g}  {'x'.join(map(str, s.shape)):<12}{flag}"
+              + (f"  ({s.note})" if s.note else ""))
+    print(res.summary())
+    if args.json:
+        print(f"wrote {res.to_json(args.json)}")
+    return 0 if res.ok else 1

@@ -87,7 +87,6 @@ def __getattr__(name: str):
 #: the eager names above, then every lazy one (tests/test_core.py checks that each resolves)
 __all__ = [
     "NAIVE",
-    "Accuracy",
     "BackendError",
     "BackendSpec",
     "Cancelled",
@@ -103,7 +102,6 @@ __all__ = [
     "ResolvedBackends",
     "ResourceError",
     "__version__",
-    "compare",
     "load",
     "load_model",
     *_LAZY,

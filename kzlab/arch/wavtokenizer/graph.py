@@ -105,17 +105,18 @@ def attn_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
 
 
 def depthwise_same(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
-    """Depthwise Conv1d with 'same' padding: one multiply-add per tap over channels-last frames."""
-    W = b.w[wname]  # ne [C, K]
+    """Depthwise Conv1d with 'same' padding as one ggml_ssm_conv node: per channel and frame, the K taps' products
+    summed in tap order in F32, as the conv's definition (no F16 columns, unlike ggml_conv_1d_dw). Its input is
+    channels-first padded by (K-1)/2 frames at both ends (one PAD of the transposed view), its output channels-last.
+    K shifted multiply-adds (2K nodes, each a full pass over the activations) were the slower spelling."""
+    ctx, W = b.ctx, b.w[wname]  # ne [C, K]
     C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
     h, T = (k - 1) // 2, x.T
-    xp = _pad_time(b, b.as_cl(x), h, h)
-    acc = None
-    for j in range(k):
-        wj = g.ggml_view_2d(b.ctx, W, C, 1, int(W.contents.nb[1]), j * int(W.contents.nb[1]))
-        y = g.ggml_mul(b.ctx, b.time_view(xp, j, T).t, wj)
-        acc = y if acc is None else g.ggml_add(b.ctx, acc, y)
-    return b.add_bias(Act(acc, True), bname)
+    xt = g.ggml_transpose(ctx, x.t) if x.cl else x.t  # ne [T, C], a view when channels-last
+    xp = g.ggml_pad_ext(ctx, xt, h, h, 0, 0, 0, 0, 0, 0)  # ne [T + K - 1, C], contiguous
+    wk = g.ggml_cont(ctx, g.ggml_transpose(ctx, W))  # ne [K, C]: K * C floats
+    y = g.ggml_ssm_conv(ctx, g.ggml_reshape_3d(ctx, xp, T + k - 1, C, 1), wk)  # ne [C, T, 1]
+    return b.add_bias(Act(g.ggml_reshape_2d(ctx, y, C, T), True), bname)
 
 
 def convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:

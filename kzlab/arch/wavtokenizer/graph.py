@@ -53,8 +53,29 @@ def conv_same(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int)
     macs = c_in * c_out * k * T
     with b.layer(path, "conv1d", c_in=c_in, c_out=c_out, kernel=k, t_in=T, t_out=T, macs=macs, macs_seed=macs,
                  extra={"padding": "same"}):
+        if b.low.conv.startswith("im2col") and b.w.prepared[f"{path}.weight"].layout != "taps" and (
+            not b.low.conv_tile or T <= b.low.conv_tile
+        ):
+            return _im2col_same(b, x, path, c_in, k)
         y = b.conv1d(_pad_time(b, x, 0, h), f"{path}.weight", f"{path}.bias")
         return _cont(b, b.time_view(y, h, T))
+
+
+def _im2col_same(b: GraphBuilder, x: Act, path: str, c_in: int, k: int) -> Act:
+    """The im2col lowerings of a 'same' conv in one tile: im2col pads both ends by (k-1)/2 itself, so its T columns
+    are the conv's, with no PAD before it and no CONT of a shifted view after the product (the causal spelling
+    needs both). Same columns, same product, same sums as `GraphBuilder.conv1d`'s im2col."""
+    ctx, T, h = b.ctx, x.T, (k - 1) // 2
+    ct = g.GGML_TYPE_F16 if b.low.conv == "im2col-f16" else g.GGML_TYPE_F32
+    kshape = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, k, c_in)  # im2col reads only its shape
+    cols = g.ggml_im2col(ctx, kshape, b.as_cf(x).t, 1, 0, h, 0, 1, 0, False, ct)
+    cols = g.ggml_reshape_2d(ctx, cols, k * c_in, T)
+    W = b.w[f"{path}.weight"]
+    if b.low.conv_src1 == "data":
+        y = Act(b.mul_mat(W, cols), True)
+    else:
+        y = Act(b.mul_mat(cols, W), False)
+    return b.add_bias(y, f"{path}.bias")
 
 
 def group_norm(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, path: str, swish: bool) -> Act:

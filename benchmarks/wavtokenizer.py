@@ -194,8 +194,9 @@ class Worker:
     def __init__(self, name: str, cfg: dict[str, Any], logdir: Path):
         self.name, self.cfg = name, cfg
         self.log = open(logdir / f"{name.replace(' ', '_').replace('/', '_')}.log", "w")
+        env = {**os.environ, **cfg.get("env", {})}  # a row may set the environment its libraries read at load
         self.p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(cfg)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=self.log, text=True)
+                                  stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         self.info = self.ask(None)
         self.times: list[dict[str, float]] = []
 
@@ -246,8 +247,17 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
         rows += [
             ("kzlab llama.cpp-like (im2col-f16, gelu tanh)",
              {**base, "kind": "kzlab", "path": args.f32, "kw": {"conv": "im2col-f16", "gelu": "tanh"}}),
+            ("kzlab cpu backend (no BLAS)", {**base, "kind": "kzlab", "path": args.f32, "kw": {"backend": "cpu"}}),
             ("kzlab conv ktap", {**base, "kind": "kzlab", "path": args.f32, "kw": {"conv": "ktap"}}),
             ("kzlab istft in graph", {**base, "kind": "kzlab", "path": args.f32, "kw": {"istft": "graph"}}),
+        ]
+        # OpenBLAS (the blas backend's products) picks its kernels and keeps its idle threads spinning on its own;
+        # these two rows show what the environment alone changes (OpenBLAS reads both when it loads)
+        rows += [
+            ("kzlab default, OPENBLAS_THREAD_TIMEOUT=4",
+             {**base, "kind": "kzlab", "path": args.f32, "env": {"OPENBLAS_THREAD_TIMEOUT": "4"}}),
+            ("kzlab default, OPENBLAS_CORETYPE=SKYLAKEX",
+             {**base, "kind": "kzlab", "path": args.f32, "env": {"OPENBLAS_CORETYPE": "SKYLAKEX"}}),
         ]
         if args.f16:
             rows.append(("kzlab F16 file", {**base, "kind": "kzlab", "path": args.f16}))

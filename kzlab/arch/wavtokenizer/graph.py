@@ -126,10 +126,30 @@ def attn_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
 
 
 def depthwise_same(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
-    """Depthwise Conv1d with 'same' padding as one ggml_ssm_conv node: per channel and frame, the K taps' products
-    summed in tap order in F32, as the conv's definition (no F16 columns, unlike ggml_conv_1d_dw). Its input is
-    channels-first padded by (K-1)/2 frames at both ends (one PAD of the transposed view), its output channels-last.
-    K shifted multiply-adds (2K nodes, each a full pass over the activations) were the slower spelling."""
+    """Depthwise Conv1d with 'same' padding as one direct depthwise conv node (ggml_conv_2d_dw_direct, height 1)
+    in its channels-innermost form: the activations stay channels-last, the kernel is read as stored (ne [C, K]),
+    every output frame is the K taps summed in tap order in F32 over a vector of channels, zero padding included.
+    No im2col (ggml_conv_1d_dw's F16 columns), no transposed copy, no PAD node; K shifted multiply-adds (2K full
+    passes) and ggml_ssm_conv (strided per-channel reads of a transposed, padded copy) were slower."""
+    ctx, W = b.ctx, b.w[wname]  # ne [C, K], channels innermost
+    C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
+    h, T = (k - 1) // 2, x.T
+    if T < 2:
+        return _depthwise_ssm(b, x, wname, bname)
+    xl = _cont(b, b.as_cl(x))  # ne [C, T]
+    # as ggml's [W=T, H=1, C, N=1] with channels innermost (CWHN): a permuted view, no copy
+    src = g.ggml_permute(ctx, g.ggml_reshape_4d(ctx, xl.t, C, T, 1, 1), 2, 0, 1, 3)
+    # the kernel as [KW=K, KH=1, 1, C], channels innermost too
+    knl = g.ggml_permute(ctx, g.ggml_reshape_4d(ctx, W, C, 1, 1, k), 3, 1, 2, 0)
+    y = g.ggml_conv_2d_dw_direct(ctx, knl, src, 1, 1, h, 0, 1, 1)  # ne [T, 1, C, 1], channels innermost
+    y = g.ggml_view_2d(ctx, y, C, T, C * 4, 0)  # the same memory as ne [C, T]
+    return b.add_bias(Act(y, True), bname)
+
+
+def _depthwise_ssm(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
+    """The same conv as one ggml_ssm_conv node (the K taps summed in order per channel and frame, F32) on the
+    input transposed and padded by one PAD: for a single frame, where the direct conv cannot tell the channels-
+    innermost layout from a plain one."""
     ctx, W = b.ctx, b.w[wname]  # ne [C, K]
     C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
     h, T = (k - 1) // 2, x.T

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+ISTFT_PY = ""  # kzlab/arch/wavtokenizer/istft.py, found by the parent (the llama.cpp worker must not import kzlab)
 DEFAULT_TOOL = HERE.parent.parent / "shared" / "tools" / "wavtokenizer" / "make_wavtokenizer_fixture.py"
 
 
@@ -106,10 +107,16 @@ class LlamaRun:
 
     def __init__(self, cfg: dict[str, Any]):
         import ctypes
+        import importlib.util
 
         import llama_cpp as L
 
-        from kzlab.arch.wavtokenizer.istft import istft
+        # kzlab's numpy iSTFT, loaded from its file: importing the kzlab package would load ggml-python's libggml,
+        # whose soname is llama.cpp's own, and the process would then run one library's ops with the other's
+        spec = importlib.util.spec_from_file_location("kzlab_istft", cfg["istft_py"])
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        istft = mod.istft
 
         self.L, self.ctypes, self.istft = L, ctypes, istft
         L.llama_backend_init()
@@ -226,6 +233,12 @@ def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
     return float("inf") if err == 0 else float(10 * np.log10(np.sum(ref**2) / err))
 
 
+def _istft_py() -> str:
+    import kzlab.arch.wavtokenizer.istft as m
+
+    return m.__file__
+
+
 def hparams(path: str) -> dict[str, Any]:
     from kzlab.loader import load_model
 
@@ -241,7 +254,7 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
     if not args.no_torch:
         rows.append(("PyTorch eager", {**base, "kind": "torch", "path": args.f32, "tool": args.tool}))
     if not args.no_llama:
-        rows.append(("llama.cpp + iSTFT", {**base, "kind": "llama", "path": args.f32}))
+        rows.append(("llama.cpp + iSTFT", {**base, "kind": "llama", "path": args.f32, "istft_py": ISTFT_PY}))
     rows.append(("kzlab default", {**base, "kind": "kzlab", "path": args.f32}))
     if args.alternatives:
         rows += [
@@ -262,7 +275,8 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
         if args.f16:
             rows.append(("kzlab F16 file", {**base, "kind": "kzlab", "path": args.f16}))
             if not args.no_llama:
-                rows.append(("llama.cpp F16 file + iSTFT", {**base, "kind": "llama", "path": args.f16}))
+                rows.append(("llama.cpp F16 file + iSTFT",
+                             {**base, "kind": "llama", "path": args.f16, "istft_py": ISTFT_PY}))
     if args.only:
         keep = [s.strip() for s in args.only.split(",")]
         rows = [r for r in rows if any(k in r[0] for k in keep)]
@@ -303,6 +317,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--f32 is required")
 
     hp = hparams(args.f32)
+    global ISTFT_PY
+    ISTFT_PY = _istft_py()
     tmp = Path(tempfile.mkdtemp(prefix="kzlab-wtbench-"))
     ref = dict(np.load(args.reference)) if args.reference else {}
     if "codes" in ref and ref["codes"].shape[-1] >= args.frames:

@@ -57,10 +57,12 @@ def _status_mb(key: str) -> float:
 
 class KzlabRun:
     def __init__(self, cfg: dict[str, Any]):
+        from ggml import ggml as g
+
         import kzlab
 
         self.dec = kzlab.load(cfg["path"], threads=cfg["threads"], **cfg.get("kw", {}))
-        self.label = repr(self.dec)
+        self.label = f"{self.dec!r}, ggml llamafile={g.ggml_cpu_has_llamafile()}"
 
     def __call__(self, codes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         t0 = time.perf_counter()
@@ -272,6 +274,16 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
             ("kzlab default, OPENBLAS_CORETYPE=SKYLAKEX",
              {**base, "kind": "kzlab", "path": args.f32, "env": {"OPENBLAS_CORETYPE": "SKYLAKEX"}}),
         ]
+        if args.ggml_site:
+            # the same kzlab on a ggml-python built with other options (e.g. CMAKE_ARGS="-DGGML_LLAMAFILE=ON", the
+            # tiled F32/F16 products llama.cpp's CPU backend uses): put first on the worker's path
+            env = {"PYTHONPATH": os.pathsep.join([args.ggml_site, os.environ.get("PYTHONPATH", "")])}
+            rows += [
+                ("kzlab default, ggml-python from --ggml-site",
+                 {**base, "kind": "kzlab", "path": args.f32, "env": env}),
+                ("kzlab cpu backend, ggml-python from --ggml-site",
+                 {**base, "kind": "kzlab", "path": args.f32, "env": env, "kw": {"backend": "cpu"}}),
+            ]
         if args.f16:
             rows.append(("kzlab F16 file", {**base, "kind": "kzlab", "path": args.f16}))
             if not args.no_llama:
@@ -307,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-llama", action="store_true")
     p.add_argument("--alternatives", action="store_true", help="also the llama.cpp-like lowering, ktap, F16, ...")
+    p.add_argument("--ggml-site", default="", help="a folder holding another build of ggml-python (alternatives)")
     p.add_argument("--only", default="", help="comma list of substrings: keep only matching rows")
     p.add_argument("--json", default="", help="write the results here")
     args = p.parse_args(argv)

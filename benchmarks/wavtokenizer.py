@@ -14,7 +14,8 @@ audio, of the reference that comes with the file), F32, on the same number of th
 Every configuration lives in its own worker process (two ggml libraries, two OpenMP runtimes and llama.cpp's logs
 do not share a process well, and a worker's peak RSS, VmHWM, is then its own). The workers load once and are run in
 turns (A, B, C, A, B, C, ...), one at a time, so that the ratios come from runs interleaved in time: a shared machine
-drifts by tens of percent within a minute. The table shows medians; every output is checked against the reference's
+drifts by tens of percent within a minute. The table shows median times and, as ratios, the median over turns of
+each row's time over the reference row's time in the same turn; every output is checked against the reference's
 waveform (SNR in dB) when the reference's codes are the ones decoded.
 
 Needs the ``bench-wavtokenizer`` extra (torch, outetts, llama-cpp-python built from its sdist) and, for the PyTorch
@@ -373,15 +374,24 @@ def main(argv: list[str] | None = None) -> None:
         for w in workers:
             w.close()
 
-    by = {r["name"]: r["median_s"]["total"] for r in results}
+    runs = {r["name"]: r["all_s"] for r in results}
+
+    def ratio(r: dict, ref: str) -> str:
+        """Median over turns of this row's time / the reference row's time in the same turn: the turns are
+        seconds apart, so a drift of the machine's load cancels in each ratio."""
+        if ref not in runs:
+            return "-"
+        q = statistics.median(a / b for a, b in zip(r["all_s"], runs[ref], strict=True))
+        r.setdefault("ratios", {})[ref] = q
+        return f"{q:.2f}"
+
     print()
     print("| configuration | median s | x PyTorch | x llama.cpp+iSTFT | peak RSS MB | wav SNR dB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in results:
         t = r["median_s"]["total"]
         parts = "".join(f" ({k} {v:.3f})" for k, v in r["median_s"].items() if k != "total")
-        xt = f"{t / by['PyTorch eager']:.2f}" if "PyTorch eager" in by else "-"
-        xl = f"{t / by['llama.cpp + iSTFT']:.2f}" if "llama.cpp + iSTFT" in by else "-"
+        xt, xl = ratio(r, "PyTorch eager"), ratio(r, "llama.cpp + iSTFT")
         s = "-" if r["wav_snr_db"] is None else f"{r['wav_snr_db']:.1f}"
         print(f"| {r['name']} | {t:.3f}{parts} | {xt} | {xl} | {r['hwm_mb']:.0f} | {s} |")
     if args.json:

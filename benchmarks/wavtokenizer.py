@@ -63,7 +63,7 @@ class KzlabRun:
         import kzlab
 
         self.dec = kzlab.load(cfg["path"], threads=cfg["threads"], **cfg.get("kw", {}))
-        self.label = f"{self.dec!r}, ggml llamafile={g.ggml_cpu_has_llamafile()}"
+        self.label = f"{self.dec!r}, ggml llamafile={g.ggml_cpu_has_llamafile()}, kzlab {Path(kzlab.__file__).parent}"
 
     def __call__(self, codes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         t0 = time.perf_counter()
@@ -275,14 +275,14 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
             ("kzlab default, OPENBLAS_CORETYPE=SKYLAKEX",
              {**base, "kind": "kzlab", "path": args.f32, "env": {"OPENBLAS_CORETYPE": "SKYLAKEX"}}),
         ]
-        if args.ggml_site:
-            # the same kzlab on a ggml-python built with other options (e.g. CMAKE_ARGS="-DGGML_LLAMAFILE=ON", the
-            # tiled F32/F16 products llama.cpp's CPU backend uses): put first on the worker's path
-            env = {"PYTHONPATH": os.pathsep.join([args.ggml_site, os.environ.get("PYTHONPATH", "")])}
+        if args.site:
+            # a folder put first on the worker's path: another build of ggml-python (e.g. with
+            # CMAKE_ARGS="-DGGML_LLAMAFILE=ON", the tiled products llama.cpp's CPU backend uses) or another kzlab
+            env = {"PYTHONPATH": os.pathsep.join([args.site, os.environ.get("PYTHONPATH", "")])}
             rows += [
-                ("kzlab default, ggml-python from --ggml-site",
+                ("kzlab default, --site first",
                  {**base, "kind": "kzlab", "path": args.f32, "env": env}),
-                ("kzlab cpu backend, ggml-python from --ggml-site",
+                ("kzlab cpu backend, --site first",
                  {**base, "kind": "kzlab", "path": args.f32, "env": env, "kw": {"backend": "cpu"}}),
             ]
         if args.f16:
@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-llama", action="store_true")
     p.add_argument("--alternatives", action="store_true", help="also the llama.cpp-like lowering, ktap, F16, ...")
-    p.add_argument("--ggml-site", default="", help="a folder holding another build of ggml-python (alternatives)")
+    p.add_argument("--site", default="", help="a folder first on the path of two more kzlab rows: another ggml-python "
+                   "build or another kzlab checkout (alternatives)")
     p.add_argument("--only", default="", help="comma list of substrings: keep only matching rows")
     p.add_argument("--json", default="", help="write the results here")
     args = p.parse_args(argv)

@@ -328,3 +328,39 @@ def test_layout_infer_refuses_what_it_cannot_tell_apart(tmp_path):
 
     with pytest.raises(LayoutError, match=re.escape("backbone.norm_a")):
         infer_layout(p)
+
+
+def _convnext_block_numpy(x: np.ndarray, t: dict, i: int, eps: float) -> np.ndarray:
+    """One ConvNeXt block in float64 numpy from the GGUF's tensors (x channel-first (C, T)): depthwise conv k=7
+    zero 'same' padding, LayerNorm over channels, Linear, exact GELU, Linear, gamma, residual."""
+    from math import erf
+
+    p = f"convnext.{i}."
+    w = t[p + "dw.weight"].reshape(x.shape[0], -1)  # (C, K)
+    k = w.shape[1]
+    xp = np.pad(x, ((0, 0), (k // 2, k // 2)))
+    h = sum(w[:, j : j + 1] * xp[:, j : j + x.shape[1]] for j in range(k)) + t[p + "dw.bias"].reshape(-1, 1)
+    h = h.T  # (T, C)
+    h = (h - h.mean(1, keepdims=True)) / np.sqrt(h.var(1, keepdims=True) + eps) * t[p + "norm.weight"]
+    h = h + t[p + "norm.bias"]
+    h = h @ t[p + "pw1.weight"].T + t[p + "pw1.bias"]
+    h = 0.5 * h * (1.0 + np.vectorize(erf)(h / np.sqrt(2.0)))
+    h = (h @ t[p + "pw2.weight"].T + t[p + "pw2.bias"]) * t[p + "gamma.weight"]
+    return x + h.T
+
+
+@pytest.mark.parametrize("frames", [1, 2, 3, 8])
+def test_convnext_block_on_short_inputs(ref, frames):
+    """The depthwise conv's lowering depends on the frame count (a single frame takes another node): a ConvNeXt
+    block of a short decode equals the block computed in numpy from the stage before it, in the same run."""
+    import gguf
+
+    r = gguf.GGUFReader(str(GGUF))
+    t = {x.name: np.array(x.data, dtype=np.float64) for x in r.tensors if x.name.startswith("convnext.0.")}
+    with kzlab.load(GGUF, backend="cpu", threads=2, wtype="f32") as dec:
+        out = dec.decode(ref["codes"][:, :frames], intermediates=True)
+        eps = dec.model.hparams.layer_norm_eps
+    x = np.asarray(out.stages["backbone.norm"], dtype=np.float64).reshape(-1, frames)
+    want = _convnext_block_numpy(x, t, 0, eps)
+    got = np.asarray(out.stages["convnext.0"]).reshape(want.shape)
+    assert snr_db(got, want) >= 100.0  # float32 rounding of one block: ~130 dB

@@ -53,8 +53,29 @@ def conv_same(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int)
     macs = c_in * c_out * k * T
     with b.layer(path, "conv1d", c_in=c_in, c_out=c_out, kernel=k, t_in=T, t_out=T, macs=macs, macs_seed=macs,
                  extra={"padding": "same"}):
+        if b.low.conv.startswith("im2col") and b.w.prepared[f"{path}.weight"].layout != "taps" and (
+            not b.low.conv_tile or T <= b.low.conv_tile
+        ):
+            return _im2col_same(b, x, path, c_in, k)
         y = b.conv1d(_pad_time(b, x, 0, h), f"{path}.weight", f"{path}.bias")
         return _cont(b, b.time_view(y, h, T))
+
+
+def _im2col_same(b: GraphBuilder, x: Act, path: str, c_in: int, k: int) -> Act:
+    """The im2col lowerings of a 'same' conv in one tile: im2col pads both ends by (k-1)/2 itself, so its T columns
+    are the conv's, with no PAD before it and no CONT of a shifted view after the product (the causal spelling
+    needs both). Same columns, same product, same sums as `GraphBuilder.conv1d`'s im2col."""
+    ctx, T, h = b.ctx, x.T, (k - 1) // 2
+    ct = g.GGML_TYPE_F16 if b.low.conv == "im2col-f16" else g.GGML_TYPE_F32
+    kshape = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, k, c_in)  # im2col reads only its shape
+    cols = g.ggml_im2col(ctx, kshape, b.as_cf(x).t, 1, 0, h, 0, 1, 0, False, ct)
+    cols = g.ggml_reshape_2d(ctx, cols, k * c_in, T)
+    W = b.w[f"{path}.weight"]
+    if b.low.conv_src1 == "data":
+        y = Act(b.mul_mat(W, cols), True)
+    else:
+        y = Act(b.mul_mat(cols, W), False)
+    return b.add_bias(y, f"{path}.bias")
 
 
 def group_norm(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, path: str, swish: bool) -> Act:
@@ -105,17 +126,38 @@ def attn_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
 
 
 def depthwise_same(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
-    """Depthwise Conv1d with 'same' padding: one multiply-add per tap over channels-last frames."""
-    W = b.w[wname]  # ne [C, K]
+    """Depthwise Conv1d with 'same' padding as one direct depthwise conv node (ggml_conv_2d_dw_direct, height 1)
+    in its channels-innermost form: the activations stay channels-last, the kernel is read as stored (ne [C, K]),
+    every output frame is the K taps summed in tap order in F32 over a vector of channels, zero padding included.
+    No im2col (ggml_conv_1d_dw's F16 columns), no transposed copy, no PAD node; K shifted multiply-adds (2K full
+    passes) and ggml_ssm_conv (strided per-channel reads of a transposed, padded copy) were slower."""
+    ctx, W = b.ctx, b.w[wname]  # ne [C, K], channels innermost
     C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
     h, T = (k - 1) // 2, x.T
-    xp = _pad_time(b, b.as_cl(x), h, h)
-    acc = None
-    for j in range(k):
-        wj = g.ggml_view_2d(b.ctx, W, C, 1, int(W.contents.nb[1]), j * int(W.contents.nb[1]))
-        y = g.ggml_mul(b.ctx, b.time_view(xp, j, T).t, wj)
-        acc = y if acc is None else g.ggml_add(b.ctx, acc, y)
-    return b.add_bias(Act(acc, True), bname)
+    if T < 2:
+        return _depthwise_ssm(b, x, wname, bname)
+    xl = _cont(b, b.as_cl(x))  # ne [C, T]
+    # as ggml's [W=T, H=1, C, N=1] with channels innermost (CWHN): a permuted view, no copy
+    src = g.ggml_permute(ctx, g.ggml_reshape_4d(ctx, xl.t, C, T, 1, 1), 2, 0, 1, 3)
+    # the kernel as [KW=K, KH=1, 1, C], channels innermost too
+    knl = g.ggml_permute(ctx, g.ggml_reshape_4d(ctx, W, C, 1, 1, k), 3, 1, 2, 0)
+    y = g.ggml_conv_2d_dw_direct(ctx, knl, src, 1, 1, h, 0, 1, 1)  # ne [T, 1, C, 1], channels innermost
+    y = g.ggml_view_2d(ctx, y, C, T, C * 4, 0)  # the same memory as ne [C, T]
+    return b.add_bias(Act(y, True), bname)
+
+
+def _depthwise_ssm(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
+    """The same conv as one ggml_ssm_conv node (the K taps summed in order per channel and frame, F32) on the
+    input transposed and padded by one PAD: for a single frame, where the direct conv cannot tell the channels-
+    innermost layout from a plain one."""
+    ctx, W = b.ctx, b.w[wname]  # ne [C, K]
+    C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
+    h, T = (k - 1) // 2, x.T
+    xt = g.ggml_transpose(ctx, x.t) if x.cl else x.t  # ne [T, C], a view when channels-last
+    xp = g.ggml_pad_ext(ctx, xt, h, h, 0, 0, 0, 0, 0, 0)  # ne [T + K - 1, C], contiguous
+    wk = g.ggml_cont(ctx, g.ggml_transpose(ctx, W))  # ne [K, C]: K * C floats
+    y = g.ggml_ssm_conv(ctx, g.ggml_reshape_3d(ctx, xp, T + k - 1, C, 1), wk)  # ne [C, T, 1]
+    return b.add_bias(Act(g.ggml_reshape_2d(ctx, y, C, T), True), bname)
 
 
 def convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:

@@ -364,3 +364,19 @@ def test_convnext_block_on_short_inputs(ref, frames):
     want = _convnext_block_numpy(x, t, 0, eps)
     got = np.asarray(out.stages["convnext.0"]).reshape(want.shape)
     assert snr_db(got, want) >= 100.0  # float32 rounding of one block: ~130 dB
+
+
+def test_depthwise_taps_lowering_matches_and_places_on_the_npu(ref):
+    """`dwconv="taps"` (MUL + ADD, what a device takes) gives the same stages as the direct CONV_2D_DW node, and
+    the Hexagon what-if then keeps the depthwise convs on the NPU instead of sending them to the CPU."""
+    with kzlab.load(GGUF, lowering=kzlab.Lowering(dwconv="taps"), backend="cpu", threads=2) as dec:
+        snr = stage_snrs(dec, ref)
+    assert min(snr.values()) >= 70.0, snr
+    direct = kzlab.simulate(GGUF, "hexagon-v0.15.3", frames=20)
+    taps = kzlab.simulate(GGUF, "hexagon-v0.15.3", frames=20, dwconv="taps")
+    on = {pl: {n.backend for n in p.nodes if n.layer.endswith(".dwconv") and n.op not in ("VIEW", "RESHAPE",
+                                                                                          "PERMUTE", "TRANSPOSE")}
+          for pl, p in (("direct", direct), ("taps", taps))}
+    assert "CPU" in on["direct"] and on["taps"] == {"HTP"}, on
+    assert any("CONV_2D_DW" in n.reason for n in direct.nodes if n.op == "CONV_2D_DW")
+    assert "dwconv=taps" in taps.config["lowering_label"]

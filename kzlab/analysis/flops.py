@@ -105,6 +105,12 @@ def op_flops(
         k, cout, cin = srcs[0].ne[0], srcs[0].ne[1], srcs[0].ne[2]
         t_in = srcs[1].ne[0]
         return 2 * cin * cout * k * t_in
+    if base in ("CONV_2D_DW", "SSM_CONV") and srcs and srcs[0] is not None and srcs[1] is not None:
+        # depthwise: one multiply-add per tap per output element; the taps are the kernel's spatial size
+        # (CONV_2D_DW: kernel ne [KW, KH, 1, C]; SSM_CONV: kernel ne [K, C], the data first)
+        kern = srcs[0] if base == "CONV_2D_DW" else srcs[1]
+        taps = kern.ne[0] * (kern.ne[1] if base == "CONV_2D_DW" else 1)
+        return 2 * taps * out.n
     if base in MOVE_OPS:
         return 0
     if base in ELEMENTWISE:

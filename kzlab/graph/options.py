@@ -31,6 +31,7 @@ WTYPE_CHOICES = ("native", "f32", "f16", "bf16", "q8_0")
 MODE_CHOICES = ("auto", "portable", "fast")
 GELU_CHOICES = ("erf", "tanh")
 ISTFT_CHOICES = ("host", "graph")
+DWCONV_CHOICES = ("direct", "taps")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
@@ -65,6 +66,8 @@ HELP = {
     "(llama.cpp's graph)",
     "istft": "inverse STFT of families whose head gives a spectrum: host = numpy after the graph (as llama.cpp); "
     "graph = in ggml ops (inverse-DFT product, COL2IM_1D overlap-add), so it is profiled and placed too",
+    "dwconv": "depthwise convs of families that have them: direct = one CONV_2D_DW node (fastest on the CPU); taps = "
+    "K shifted MUL + ADD nodes (ops every device backend takes, e.g. the Hexagon NPU, which refuses CONV_2D_DW)",
 }
 
 
@@ -83,6 +86,7 @@ class Lowering:
     mode: str = "auto"
     gelu: str = "erf"
     istft: str = "host"
+    dwconv: str = "direct"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -95,6 +99,7 @@ class Lowering:
             ("resunit", RESUNIT_CHOICES),
             ("gelu", GELU_CHOICES),
             ("istft", ISTFT_CHOICES),
+            ("dwconv", DWCONV_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -200,6 +205,8 @@ class Lowering:
             parts.append(f"gelu={self.gelu}")
         if self.istft != "host" and show["istft"]:
             parts.append(f"istft={self.istft}")
+        if self.dwconv != "direct" and show["dwconv"]:
+            parts.append(f"dwconv={self.dwconv}")
         return " ".join(parts)
 
 

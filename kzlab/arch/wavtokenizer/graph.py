@@ -134,6 +134,8 @@ def depthwise_same(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
     ctx, W = b.ctx, b.w[wname]  # ne [C, K], channels innermost
     C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
     h, T = (k - 1) // 2, x.T
+    if b.low.dwconv == "taps":
+        return _depthwise_taps(b, x, wname, bname)
     if T < 2:
         return _depthwise_ssm(b, x, wname, bname)
     xl = _cont(b, b.as_cl(x))  # ne [C, T]
@@ -144,6 +146,21 @@ def depthwise_same(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
     y = g.ggml_conv_2d_dw_direct(ctx, knl, src, 1, 1, h, 0, 1, 1)  # ne [T, 1, C, 1], channels innermost
     y = g.ggml_view_2d(ctx, y, C, T, C * 4, 0)  # the same memory as ne [C, T]
     return b.add_bias(Act(y, True), bname)
+
+
+def _depthwise_taps(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
+    """The same conv as K shifted multiply-adds over channels-last frames (`dwconv="taps"`): only MUL, ADD and
+    views of a padded copy, ops every device backend takes, where CONV_2D_DW is a CPU op."""
+    W = b.w[wname]  # ne [C, K]
+    C, k = int(W.contents.ne[0]), int(W.contents.ne[1])
+    h, T = (k - 1) // 2, x.T
+    xp = _pad_time(b, b.as_cl(x), h, h)
+    acc = None
+    for j in range(k):
+        wj = g.ggml_view_2d(b.ctx, W, C, 1, int(W.contents.nb[1]), j * int(W.contents.nb[1]))
+        y = g.ggml_mul(b.ctx, b.time_view(xp, j, T).t, wj)
+        acc = y if acc is None else g.ggml_add(b.ctx, acc, y)
+    return b.add_bias(Act(acc, True), bname)
 
 
 def _depthwise_ssm(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:

@@ -33,8 +33,8 @@
 # reference each toggle is compared with the default lowering on the same codes.
 
 # %% tags=["parameters"]
-MODEL = ""       # empty: the tiny fixture of the kzlab checkout (tests/data/wavtokenizer-tiny)
-REF = ""         # a reference .npz of stage activations; empty: the fixture's (none for another MODEL)
+MODEL = ""       # empty: the built-in tiny fixture (`wavtokenizer-tiny`, shipped in the package); or a path / built-in
+REF = ""         # a reference .npz of stage activations; empty: the tiny fixture's (none for another MODEL)
 BOUND = 70.0     # dB: the F32 bound of the reference tests
 REPEAT = 3       # timed decodes per run
 HEXAGON = "hexagon-v0.15.2"
@@ -50,10 +50,9 @@ from IPython.display import Audio, display
 import kzlab
 from kzlab import plots
 
-fixture = Path(kzlab.__file__).resolve().parents[1] / "tests" / "data" / "wavtokenizer-tiny"
-model = MODEL or str(fixture / "wavtokenizer-tiny-f32.gguf")
-ref = REF or ("" if MODEL else str(fixture / "reference.npz"))
-assert Path(model).is_file(), f"set MODEL: no {model} (outside a checkout)"
+model = str(kzlab.resolve_model(MODEL or "wavtokenizer-tiny"))
+# the tiny fixture's PyTorch reference ships next to it (package data)
+ref = REF or ("" if MODEL else str(Path(model).with_name("wavtokenizer-tiny-reference.npz")))
 
 # %% [markdown]
 # ## 1. Decode, and every stage against the reference

@@ -40,8 +40,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from predict_accuracy import measured_ms
-
 #: the lowerings measured: every im2col-f32 variant (products BLAS takes), and im2col-f16 / ktap (products it refuses)
 VARIANTS = [
     ("im2col-f32", "data", "col2im"), ("im2col-f32", "data", "direct"),
@@ -66,6 +64,27 @@ def cpu_model() -> str:
 
 
 # ---- measuring ---------------------------------------------------------------------------------------------------
+def measured_runs(model: Any, lowering: Any, backend: list[str], codes: Any, runs: int,
+                  threads: int | None) -> tuple[list[float], list[float]]:
+    """(walls of the real scheduler on `backend`, walls of the CPU-only decode), in turns (CPU, sched, CPU,
+    sched...) so that a change of the machine's load between the two cancels out; every run is kept (their
+    spread is what a prediction from them carries)."""
+    import kzlab
+
+    with kzlab.Decoder(model, lowering, backend=backend, sched=True, threads=threads) as d, \
+            kzlab.Decoder(model, lowering, backend="cpu", sched=False, threads=threads) as c:
+        d.decode(codes)  # graphs built and allocated
+        c.decode(codes)
+        ts: list[float] = []
+        cs: list[float] = []
+        for _ in range(runs):
+            for dec, out in ((c, cs), (d, ts)):
+                t0 = time.perf_counter()
+                dec.decode(codes)
+                out.append((time.perf_counter() - t0) * 1e3)
+    return ts, cs
+
+
 def measure(args: argparse.Namespace, model: Any) -> dict[str, Any]:
     """Every case's CPU profile, bench-ops result and measured walls (what `--save` keeps)."""
     from ggml import ggml as g
@@ -95,12 +114,14 @@ def measure(args: argparse.Namespace, model: Any) -> dict[str, Any]:
                 for name in args.backends.split(","):
                     spec, bench_backend = targets[name]
                     bench = bench_ops(model, bench_backend, frames, low, repeat=args.runs, threads=threads)
-                    real, cpu_wall = measured_ms(model, low, spec, codes, args.runs, threads)
+                    reals, cpu_walls = measured_runs(model, low, spec, codes, args.runs, threads)
+                    real, cpu_wall = statistics.median(reals), statistics.median(cpu_walls)
                     raw["cases"].append({"set": name, "lowering": low.to_dict(), "label": f"{conv} {src1} {convt}",
                                          "frames": frames, "measured_ms": real, "cpu_only_ms": cpu_wall,
+                                         "measured_all_ms": reals, "cpu_only_all_ms": cpu_walls,
                                          "cpu_profile": prof.to_dict(), "bench_records": bench.records,
                                          "bench_perf": bench.perf, "bench_wall_ms": bench.config["wall_ms"],
-                                         "loadavg": os.getloadavg()[0]})
+                                         "bench_config": bench.config, "loadavg": os.getloadavg()[0]})
                     print(f"measured {name:4s} {conv:10s} {src1:6s} {convt:6s} {frames:2d} frames: {real:8.1f} ms "
                           f"(CPU-only {cpu_wall:.1f}, profile {prof.wall_ms:.1f})  "
                           f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
@@ -125,6 +146,13 @@ def profile_of(case: dict[str, Any]) -> dict[str, Any]:
     return prof
 
 
+def cpu_perf_of(raw: dict[str, Any]) -> dict[str, Any]:
+    """The CPU's measured fixed costs as a [perf] table."""
+    fixed = raw["cpu_fixed"]
+    return {"source": "measured here: a one-node graph on the CPU backend",
+            **{k: v for k, v in fixed.items() if k in ("sync_us", "copy_gbs")}}
+
+
 def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: int,
                 baseline: bool = True) -> dict[str, Any]:
     """The case's two predictions (placements with their Prediction) keyed by mode. With `baseline`, the CPU
@@ -134,7 +162,7 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
     import kzlab
 
     s = SETS[case["set"]]
-    cpu_perf = {"source": "measured here: a one-node graph on the CPU backend", **raw["cpu_fixed"]}
+    cpu_perf = cpu_perf_of(raw)
     common: dict[str, Any] = {"cpu_profile": profile_of(case), "draws": draws, "seed": 0}
     if baseline:
         common["cpu_baseline_ms"] = case["cpu_only_ms"]
@@ -161,7 +189,7 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     k = peers.index(me)
     others = [peers[(k + 1) % len(peers)], peers[(k + 2) % len(peers)]]
     s = SETS[me["set"]]
-    cpu_perf = {"source": "measured here: a one-node graph on the CPU backend", **raw["cpu_fixed"]}
+    cpu_perf = cpu_perf_of(raw)
     preds = {}
     for j, c in enumerate([me, *others]):
         # the case predicted keeps its CPU part's spread (+-3 %); the two measured ones are fixed by their own

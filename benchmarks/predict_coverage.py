@@ -4,13 +4,17 @@ server) on this machine, over lowering variants and frame counts.
 For every case (backend set x lowering x frame count) the real scheduler's wall time is measured (median of
 --runs decodes, in turns with CPU-only decodes, as `predict_accuracy.py` does), and predictions are drawn
 (--draws, seeded) on the same placement, all with the CPU's nodes from a CPU-only profile of the same graph scaled
-to the CPU-only wall measured in turns (+-3 %):
+to the CPU-only wall measured in turns (its runs given, so that their observed spread is the baseline's range):
 
 - `assumed`: the other backend from its capability profile's `[perf]` ranges only (blas.toml, rpc.toml: sourced
   ranges for x86 machines of 2-16 cores), nothing measured on it;
-- `bench-ops`: the other backend's op rows and fixed costs from `kzlab bench-ops` (measured here, +-8 % per op);
+- `bench-ops`: the other backend's op rows and fixed costs from `kzlab bench-ops` (measured here; the rows'
+  spread is the larger of the bench-ops run's own spread over its repeats and the drift measured between two
+  bursts on the CPU-only graph: its profile against its decodes in turns with the truth);
 - `calibrated` (--calibrate): its ranges as the prior, calibrated on the measured totals of two other lowerings
-  (same set and frame count), the case predicted on the posterior draws.
+  (same set and frame count; each total's noise its runs' observed spread, plus the model's discrepancy between
+  lowerings estimated by leave-one-out on the two), the case predicted on the posterior draws with that
+  discrepancy.
 
 For each it reports p10 / p50 / p90, whether the measured wall lies in [p10, p90], and the band width
 (p90 - p10) / p50; then, per mode, the coverage, the median width, the ratio of the widths, and a noise floor
@@ -153,6 +157,35 @@ def cpu_perf_of(raw: dict[str, Any]) -> dict[str, Any]:
             **{k: v for k, v in fixed.items() if k in ("sync_us", "copy_gbs")}}
 
 
+def baseline_runs(case: dict[str, Any]) -> Any:
+    """The CPU-only walls measured in turns with the truth: every run when they were kept (their spread is the
+    baseline's range), else their median (the stated +-3 %)."""
+    return list(case["cpu_only_all_ms"]) if case.get("cpu_only_all_ms") else case["cpu_only_ms"]
+
+
+def burst_drift(case: dict[str, Any]) -> float:
+    """How far the same CPU-only graph moved between two bursts of measurement on this machine: its profile's
+    wall (taken just before the op rows) against its decodes in turns with the truth (relative). Measured on the
+    CPU graph, never on the case's own truth."""
+    return abs(case["cpu_profile"]["wall_ms"] / case["cpu_only_ms"] - 1.0)
+
+
+def ops_spread(case: dict[str, Any]) -> float:
+    """The op rows' relative spread: they were timed in another burst than the truth, so the larger of the
+    bench-ops run's own spread over its repeats (when kept) and the drift between bursts (`burst_drift`)."""
+    from kzlab.analysis.predict.parameters import observed_spread
+
+    own = observed_spread((case.get("bench_config") or {}).get("wall_all_ms")) or 0.0
+    return min(0.95, max(own, burst_drift(case)))
+
+
+def measured_noise(case: dict[str, Any]) -> float:
+    """A measured total's relative spread: observed over its runs when they were kept, else the stated 3 %."""
+    from kzlab.analysis.predict.parameters import MEASURED_SPREAD, observed_spread
+
+    return min(0.95, max(1e-3, observed_spread(case.get("measured_all_ms")) or MEASURED_SPREAD))
+
+
 def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: int,
                 baseline: bool = True) -> dict[str, Any]:
     """The case's two predictions (placements with their Prediction) keyed by mode. With `baseline`, the CPU
@@ -165,10 +198,10 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
     cpu_perf = cpu_perf_of(raw)
     common: dict[str, Any] = {"cpu_profile": profile_of(case), "draws": draws, "seed": 0}
     if baseline:
-        common["cpu_baseline_ms"] = case["cpu_only_ms"]
+        common["cpu_baseline_ms"] = baseline_runs(case)
     modes = {
         "assumed": {**common, "perf": {"CPU": cpu_perf}},
-        "bench-ops": {**common, "ops": case["bench_records"],
+        "bench-ops": {**common, "ops": case["bench_records"], "ops_spread": ops_spread(case),
                       "perf": {s["weights_on"]: case["bench_perf"], "CPU": cpu_perf}},
     }
     low = kzlab.Lowering.from_dict(case["lowering"])
@@ -176,7 +209,8 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
                               weights_on=s["weights_on"], predict=opts) for m, opts in modes.items()}
 
 
-def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int) -> dict[str, float]:
+def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int,
+               loo: bool = True) -> dict[str, float]:
     """Case i predicted on the posterior of a calibration from the measured totals of two other cases (the same
     backend set and frame count, the next two lowerings): the device's assumed ranges are the prior, the CPU is
     fixed by its profile scaled to the CPU-only wall measured in turns (the predicted case's with its +-3 %)."""
@@ -195,7 +229,7 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
         # the case predicted keeps its CPU part's spread (+-3 %); the two measured ones are fixed by their own
         opts = {"cpu_profile": profile_of(c), "perf": {"CPU": cpu_perf}, "draws": draws, "seed": 0}
         if j == 0:
-            opts["cpu_baseline_ms"] = c["cpu_only_ms"]
+            opts["cpu_baseline_ms"] = baseline_runs(c)
         else:
             opts["cpu_scale"] = c["cpu_only_ms"] / c["cpu_profile"]["wall_ms"]
         preds[f"c{j}"] = kzlab.simulate(model, frames=c["frames"], lowering=kzlab.Lowering.from_dict(c["lowering"]),
@@ -203,10 +237,15 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     space = ParameterSpace()
     for p in preds.values():  # the CPU's are fixed per case (its profile, scaled): only the priced ones are drawn
         space.add([q for q in p.parameters if q.name in p.costs.parameter_names()])
+    # each total's noise is its own runs' spread; the model's discrepancy between lowerings is estimated by
+    # leave-one-out on the two (each predicted from the other alone) and carried into the prediction
     post = infer({k: p.costs for k, p in preds.items()}, space,
-                 {"c1": others[0]["measured_ms"], "c2": others[1]["measured_ms"]}, n=draws, seed=0, flag_bounds=False)
-    r = spread(preds["c0"].costs.evaluate(post.draws, parts=False)["total"])
+                 {"c1": others[0]["measured_ms"], "c2": others[1]["measured_ms"]}, n=draws, seed=0,
+                 noise={"c1": measured_noise(others[0]), "c2": measured_noise(others[1])}, flag_bounds=False,
+                 discrepancy="loo" if loo else None)
+    r = spread(post.predict(preds["c0"].costs))
     r["from"] = f"{others[0]['label']}, {others[1]['label']}"
+    r["discrepancy"] = post.discrepancy
     return r
 
 
@@ -362,13 +401,16 @@ def main() -> None:
            "", "## Summary", "", *summary, "",
            "Width: (p90 - p10) / p50 of the predicted total. In: the measured wall lies in [p10, p90]. `assumed` "
            "and `bench-ops` scale the CPU profile to the CPU-only wall measured in turns with the truth "
-           "(`cpu_baseline_ms`); the `profile only` rows do not (the profile's +-3 % run-to-run spread only); "
-           "`calibrated` scales the CPU part the same way and draws the device's parameters from the posterior of "
-           "a calibration on the measured totals of two other lowerings (same set and frame count, +-3 % noise; "
-           "their CPU parts fixed at their own scale). Noise floor: the share of cases in which two measurements of "
-           "one graph on this machine (the CPU profile's wall, then the CPU-only decodes in turns with the truth) "
-           "lie within half the case's band width of each other: the coverage a model without error would get "
-           "with these bands. "
+           "(`cpu_baseline_ms`, its runs: their observed spread); the `profile only` rows do not (the spread of "
+           "the profile's own repeat walls only); bench-ops rows carry the larger of their run's spread and the "
+           "drift between bursts; `calibrated` scales the CPU part the same way and draws the device's parameters "
+           "from the posterior of a calibration on the measured totals of two other lowerings (same set and frame "
+           "count; each total's noise its runs' spread, or 3 % when they were not kept, with the model's "
+           "discrepancy estimated by leave-one-out on the two; their CPU parts fixed at their own scale) and "
+           "multiplies each draw by that discrepancy (log-normal). Noise floor: the share of cases in which two "
+           "measurements of one graph on this machine (the CPU profile's wall, then the CPU-only decodes in turns "
+           "with the truth) lie within half the case's band width of each other: the coverage a model without "
+           "error would get with these bands. "
            "The CPU profile's wall differed from the CPU-only wall measured in turns by "
            f"{100 * statistics.median(drift):.0f} % "
            f"(median of cases; at most {100 * max(drift):.0f} %).", "",

@@ -9,8 +9,9 @@ to the CPU-only wall measured in turns (its runs given, so that their observed s
 - `assumed`: the other backend from its capability profile's `[perf]` ranges only (blas.toml, rpc.toml: sourced
   ranges for x86 machines of 2-16 cores), nothing measured on it;
 - `bench-ops`: the other backend's op rows and fixed costs from `kzlab bench-ops` (measured here; the rows'
-  spread is the larger of the bench-ops run's own spread over its repeats and the drift measured between two
-  bursts on the CPU-only graph: its profile against its decodes in turns with the truth);
+  spread is the larger of the bench-ops run's own spread over its repeats and the drift between two bursts of
+  measurement, observed on the CPU-only graphs of the run: each profile against its decodes in turns with the
+  truth, pooled over the cases, `run_drift`);
 - `calibrated` (--calibrate): its ranges as the prior, calibrated on the measured totals of two other lowerings
   (same set and frame count; each total's noise its runs' observed spread, plus the model's discrepancy between
   lowerings estimated by leave-one-out on the two), the case predicted on the posterior draws with that
@@ -170,13 +171,24 @@ def burst_drift(case: dict[str, Any]) -> float:
     return abs(case["cpu_profile"]["wall_ms"] / case["cpu_only_ms"] - 1.0)
 
 
-def ops_spread(case: dict[str, Any]) -> float:
+def run_drift(raw: dict[str, Any]) -> float:
+    """The drift between bursts of measurement on this machine during the run, as a log-uniform spread: one
+    pair per case (`burst_drift`) is a single sample of it, so the run's pairs are pooled. A log-uniform +-s
+    puts its p10 / p90 at about +-0.8 s; s is the 80th percentile of the pooled drifts / 0.8, so that the
+    rows' [p10, p90] spans the drift as often as such a band claims to (80 %)."""
+    drifts = sorted(burst_drift(c) for c in raw["cases"])
+    return statistics.quantiles(drifts, n=10)[7] / 0.8 if len(drifts) >= 2 else 0.0
+
+
+def ops_spread(case: dict[str, Any], raw: dict[str, Any]) -> float:
     """The op rows' relative spread: they were timed in another burst than the truth, so the larger of the
-    bench-ops run's own spread over its repeats (when kept) and the drift between bursts (`burst_drift`)."""
+    bench-ops run's own spread over its repeats (when kept) and the run's drift between bursts (`run_drift`)."""
     from kzlab.analysis.predict.parameters import observed_spread
 
     own = observed_spread((case.get("bench_config") or {}).get("wall_all_ms")) or 0.0
-    return min(0.95, max(own, burst_drift(case)))
+    if "_drift" not in raw:
+        raw["_drift"] = run_drift(raw)
+    return min(0.95, max(own, raw["_drift"]))
 
 
 def measured_noise(case: dict[str, Any]) -> float:
@@ -201,7 +213,7 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
         common["cpu_baseline_ms"] = baseline_runs(case)
     modes = {
         "assumed": {**common, "perf": {"CPU": cpu_perf}},
-        "bench-ops": {**common, "ops": case["bench_records"], "ops_spread": ops_spread(case),
+        "bench-ops": {**common, "ops": case["bench_records"], "ops_spread": ops_spread(case, raw),
                       "perf": {s["weights_on"]: case["bench_perf"], "CPU": cpu_perf}},
     }
     low = kzlab.Lowering.from_dict(case["lowering"])
@@ -403,7 +415,8 @@ def main() -> None:
            "and `bench-ops` scale the CPU profile to the CPU-only wall measured in turns with the truth "
            "(`cpu_baseline_ms`, its runs: their observed spread); the `profile only` rows do not (the spread of "
            "the profile's own repeat walls only); bench-ops rows carry the larger of their run's spread and the "
-           "drift between bursts; `calibrated` scales the CPU part the same way and draws the device's parameters "
+           f"drift between bursts pooled over the run's CPU-only pairs (+-{100 * raw.get('_drift', 0):.0f} %); "
+           "`calibrated` scales the CPU part the same way and draws the device's parameters "
            "from the posterior of a calibration on the measured totals of two other lowerings (same set and frame "
            "count; each total's noise its runs' spread, or 3 % when they were not kept, with the model's "
            "discrepancy estimated by leave-one-out on the two; their CPU parts fixed at their own scale) and "

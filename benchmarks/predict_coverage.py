@@ -4,13 +4,18 @@ server) on this machine, over lowering variants and frame counts.
 For every case (backend set x lowering x frame count) the real scheduler's wall time is measured (median of
 --runs decodes, in turns with CPU-only decodes, as `predict_accuracy.py` does), and predictions are drawn
 (--draws, seeded) on the same placement, all with the CPU's nodes from a CPU-only profile of the same graph scaled
-to the CPU-only wall measured in turns (+-3 %):
+to the CPU-only wall measured in turns (its runs given, so that their observed spread is the baseline's range):
 
 - `assumed`: the other backend from its capability profile's `[perf]` ranges only (blas.toml, rpc.toml: sourced
   ranges for x86 machines of 2-16 cores), nothing measured on it;
-- `bench-ops`: the other backend's op rows and fixed costs from `kzlab bench-ops` (measured here, +-8 % per op);
+- `bench-ops`: the other backend's op rows and fixed costs from `kzlab bench-ops` (measured here; the rows'
+  spread is the larger of the bench-ops run's own spread over its repeats and the drift between two bursts of
+  measurement, observed on the CPU-only graphs of the run: each profile against its decodes in turns with the
+  truth, pooled over the cases, `run_drift`);
 - `calibrated` (--calibrate): its ranges as the prior, calibrated on the measured totals of two other lowerings
-  (same set and frame count), the case predicted on the posterior draws.
+  (same set and frame count; each total's noise its runs' observed spread, plus the model's discrepancy between
+  lowerings estimated by leave-one-out on the two), the case predicted on the posterior draws with that
+  discrepancy.
 
 For each it reports p10 / p50 / p90, whether the measured wall lies in [p10, p90], and the band width
 (p90 - p10) / p50; then, per mode, the coverage, the median width, the ratio of the widths, and a noise floor
@@ -40,8 +45,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from predict_accuracy import measured_ms
-
 #: the lowerings measured: every im2col-f32 variant (products BLAS takes), and im2col-f16 / ktap (products it refuses)
 VARIANTS = [
     ("im2col-f32", "data", "col2im"), ("im2col-f32", "data", "direct"),
@@ -66,6 +69,27 @@ def cpu_model() -> str:
 
 
 # ---- measuring ---------------------------------------------------------------------------------------------------
+def measured_runs(model: Any, lowering: Any, backend: list[str], codes: Any, runs: int,
+                  threads: int | None) -> tuple[list[float], list[float]]:
+    """(walls of the real scheduler on `backend`, walls of the CPU-only decode), in turns (CPU, sched, CPU,
+    sched...) so that a change of the machine's load between the two cancels out; every run is kept (their
+    spread is what a prediction from them carries)."""
+    import kzlab
+
+    with kzlab.Decoder(model, lowering, backend=backend, sched=True, threads=threads) as d, \
+            kzlab.Decoder(model, lowering, backend="cpu", sched=False, threads=threads) as c:
+        d.decode(codes)  # graphs built and allocated
+        c.decode(codes)
+        ts: list[float] = []
+        cs: list[float] = []
+        for _ in range(runs):
+            for dec, out in ((c, cs), (d, ts)):
+                t0 = time.perf_counter()
+                dec.decode(codes)
+                out.append((time.perf_counter() - t0) * 1e3)
+    return ts, cs
+
+
 def measure(args: argparse.Namespace, model: Any) -> dict[str, Any]:
     """Every case's CPU profile, bench-ops result and measured walls (what `--save` keeps)."""
     from ggml import ggml as g
@@ -95,12 +119,14 @@ def measure(args: argparse.Namespace, model: Any) -> dict[str, Any]:
                 for name in args.backends.split(","):
                     spec, bench_backend = targets[name]
                     bench = bench_ops(model, bench_backend, frames, low, repeat=args.runs, threads=threads)
-                    real, cpu_wall = measured_ms(model, low, spec, codes, args.runs, threads)
+                    reals, cpu_walls = measured_runs(model, low, spec, codes, args.runs, threads)
+                    real, cpu_wall = statistics.median(reals), statistics.median(cpu_walls)
                     raw["cases"].append({"set": name, "lowering": low.to_dict(), "label": f"{conv} {src1} {convt}",
                                          "frames": frames, "measured_ms": real, "cpu_only_ms": cpu_wall,
+                                         "measured_all_ms": reals, "cpu_only_all_ms": cpu_walls,
                                          "cpu_profile": prof.to_dict(), "bench_records": bench.records,
                                          "bench_perf": bench.perf, "bench_wall_ms": bench.config["wall_ms"],
-                                         "loadavg": os.getloadavg()[0]})
+                                         "bench_config": bench.config, "loadavg": os.getloadavg()[0]})
                     print(f"measured {name:4s} {conv:10s} {src1:6s} {convt:6s} {frames:2d} frames: {real:8.1f} ms "
                           f"(CPU-only {cpu_wall:.1f}, profile {prof.wall_ms:.1f})  "
                           f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
@@ -125,6 +151,53 @@ def profile_of(case: dict[str, Any]) -> dict[str, Any]:
     return prof
 
 
+def cpu_perf_of(raw: dict[str, Any]) -> dict[str, Any]:
+    """The CPU's measured fixed costs as a [perf] table."""
+    fixed = raw["cpu_fixed"]
+    return {"source": "measured here: a one-node graph on the CPU backend",
+            **{k: v for k, v in fixed.items() if k in ("sync_us", "copy_gbs")}}
+
+
+def baseline_runs(case: dict[str, Any]) -> Any:
+    """The CPU-only walls measured in turns with the truth: every run when they were kept (their spread is the
+    baseline's range), else their median (the stated +-3 %)."""
+    return list(case["cpu_only_all_ms"]) if case.get("cpu_only_all_ms") else case["cpu_only_ms"]
+
+
+def burst_drift(case: dict[str, Any]) -> float:
+    """How far the same CPU-only graph moved between two bursts of measurement on this machine: its profile's
+    wall (taken just before the op rows) against its decodes in turns with the truth (relative). Measured on the
+    CPU graph, never on the case's own truth."""
+    return abs(case["cpu_profile"]["wall_ms"] / case["cpu_only_ms"] - 1.0)
+
+
+def run_drift(raw: dict[str, Any]) -> float:
+    """The drift between bursts of measurement on this machine during the run, as a log-uniform spread: one
+    pair per case (`burst_drift`) is a single sample of it, so the run's pairs are pooled. A log-uniform +-s
+    puts its p10 / p90 at about +-0.8 s; s is the 80th percentile of the pooled drifts / 0.8, so that the
+    rows' [p10, p90] spans the drift as often as such a band claims to (80 %)."""
+    drifts = sorted(burst_drift(c) for c in raw["cases"])
+    return statistics.quantiles(drifts, n=10)[7] / 0.8 if len(drifts) >= 2 else 0.0
+
+
+def ops_spread(case: dict[str, Any], raw: dict[str, Any]) -> float:
+    """The op rows' relative spread: they were timed in another burst than the truth, so the larger of the
+    bench-ops run's own spread over its repeats (when kept) and the run's drift between bursts (`run_drift`)."""
+    from kzlab.analysis.predict.parameters import observed_spread
+
+    own = observed_spread((case.get("bench_config") or {}).get("wall_all_ms")) or 0.0
+    if "_drift" not in raw:
+        raw["_drift"] = run_drift(raw)
+    return min(0.95, max(own, raw["_drift"]))
+
+
+def measured_noise(case: dict[str, Any]) -> float:
+    """A measured total's relative spread: observed over its runs when they were kept, else the stated 3 %."""
+    from kzlab.analysis.predict.parameters import MEASURED_SPREAD, observed_spread
+
+    return min(0.95, max(1e-3, observed_spread(case.get("measured_all_ms")) or MEASURED_SPREAD))
+
+
 def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: int,
                 baseline: bool = True) -> dict[str, Any]:
     """The case's two predictions (placements with their Prediction) keyed by mode. With `baseline`, the CPU
@@ -134,13 +207,13 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
     import kzlab
 
     s = SETS[case["set"]]
-    cpu_perf = {"source": "measured here: a one-node graph on the CPU backend", **raw["cpu_fixed"]}
+    cpu_perf = cpu_perf_of(raw)
     common: dict[str, Any] = {"cpu_profile": profile_of(case), "draws": draws, "seed": 0}
     if baseline:
-        common["cpu_baseline_ms"] = case["cpu_only_ms"]
+        common["cpu_baseline_ms"] = baseline_runs(case)
     modes = {
         "assumed": {**common, "perf": {"CPU": cpu_perf}},
-        "bench-ops": {**common, "ops": case["bench_records"],
+        "bench-ops": {**common, "ops": case["bench_records"], "ops_spread": ops_spread(case, raw),
                       "perf": {s["weights_on"]: case["bench_perf"], "CPU": cpu_perf}},
     }
     low = kzlab.Lowering.from_dict(case["lowering"])
@@ -148,7 +221,8 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
                               weights_on=s["weights_on"], predict=opts) for m, opts in modes.items()}
 
 
-def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int) -> dict[str, float]:
+def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int,
+               loo: bool = True) -> dict[str, float]:
     """Case i predicted on the posterior of a calibration from the measured totals of two other cases (the same
     backend set and frame count, the next two lowerings): the device's assumed ranges are the prior, the CPU is
     fixed by its profile scaled to the CPU-only wall measured in turns (the predicted case's with its +-3 %)."""
@@ -161,13 +235,13 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     k = peers.index(me)
     others = [peers[(k + 1) % len(peers)], peers[(k + 2) % len(peers)]]
     s = SETS[me["set"]]
-    cpu_perf = {"source": "measured here: a one-node graph on the CPU backend", **raw["cpu_fixed"]}
+    cpu_perf = cpu_perf_of(raw)
     preds = {}
     for j, c in enumerate([me, *others]):
         # the case predicted keeps its CPU part's spread (+-3 %); the two measured ones are fixed by their own
         opts = {"cpu_profile": profile_of(c), "perf": {"CPU": cpu_perf}, "draws": draws, "seed": 0}
         if j == 0:
-            opts["cpu_baseline_ms"] = c["cpu_only_ms"]
+            opts["cpu_baseline_ms"] = baseline_runs(c)
         else:
             opts["cpu_scale"] = c["cpu_only_ms"] / c["cpu_profile"]["wall_ms"]
         preds[f"c{j}"] = kzlab.simulate(model, frames=c["frames"], lowering=kzlab.Lowering.from_dict(c["lowering"]),
@@ -175,10 +249,15 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     space = ParameterSpace()
     for p in preds.values():  # the CPU's are fixed per case (its profile, scaled): only the priced ones are drawn
         space.add([q for q in p.parameters if q.name in p.costs.parameter_names()])
+    # each total's noise is its own runs' spread; the model's discrepancy between lowerings is estimated by
+    # leave-one-out on the two (each predicted from the other alone) and carried into the prediction
     post = infer({k: p.costs for k, p in preds.items()}, space,
-                 {"c1": others[0]["measured_ms"], "c2": others[1]["measured_ms"]}, n=draws, seed=0, flag_bounds=False)
-    r = spread(preds["c0"].costs.evaluate(post.draws, parts=False)["total"])
+                 {"c1": others[0]["measured_ms"], "c2": others[1]["measured_ms"]}, n=draws, seed=0,
+                 noise={"c1": measured_noise(others[0]), "c2": measured_noise(others[1])}, flag_bounds=False,
+                 discrepancy="loo" if loo else None)
+    r = spread(post.predict(preds["c0"].costs))
     r["from"] = f"{others[0]['label']}, {others[1]['label']}"
+    r["discrepancy"] = post.discrepancy
     return r
 
 
@@ -334,13 +413,17 @@ def main() -> None:
            "", "## Summary", "", *summary, "",
            "Width: (p90 - p10) / p50 of the predicted total. In: the measured wall lies in [p10, p90]. `assumed` "
            "and `bench-ops` scale the CPU profile to the CPU-only wall measured in turns with the truth "
-           "(`cpu_baseline_ms`); the `profile only` rows do not (the profile's +-3 % run-to-run spread only); "
-           "`calibrated` scales the CPU part the same way and draws the device's parameters from the posterior of "
-           "a calibration on the measured totals of two other lowerings (same set and frame count, +-3 % noise; "
-           "their CPU parts fixed at their own scale). Noise floor: the share of cases in which two measurements of "
-           "one graph on this machine (the CPU profile's wall, then the CPU-only decodes in turns with the truth) "
-           "lie within half the case's band width of each other: the coverage a model without error would get "
-           "with these bands. "
+           "(`cpu_baseline_ms`, its runs: their observed spread); the `profile only` rows do not (the spread of "
+           "the profile's own repeat walls only); bench-ops rows carry the larger of their run's spread and the "
+           f"drift between bursts pooled over the run's CPU-only pairs (+-{100 * raw.get('_drift', 0):.0f} %); "
+           "`calibrated` scales the CPU part the same way and draws the device's parameters "
+           "from the posterior of a calibration on the measured totals of two other lowerings (same set and frame "
+           "count; each total's noise its runs' spread, or 3 % when they were not kept, with the model's "
+           "discrepancy estimated by leave-one-out on the two; their CPU parts fixed at their own scale) and "
+           "multiplies each draw by that discrepancy (log-normal). Noise floor: the share of cases in which two "
+           "measurements of one graph on this machine (the CPU profile's wall, then the CPU-only decodes in turns "
+           "with the truth) lie within half the case's band width of each other: the coverage a model without "
+           "error would get with these bands. "
            "The CPU profile's wall differed from the CPU-only wall measured in turns by "
            f"{100 * statistics.median(drift):.0f} % "
            f"(median of cases; at most {100 * max(drift):.0f} %).", "",

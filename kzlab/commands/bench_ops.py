@@ -33,7 +33,9 @@ def run(args) -> int:
     write_sql(res.records, args.output)
     print(f"{len(res.records)} op shapes measured on {res.backend} ({res.config['backend_label']}, "
           f"{args.frames} frames); wrote {args.output}")
-    print("fixed costs: " + ", ".join(f"{k} = {v:.4g}" for k, v in res.perf.items() if k != "source"))
+    print("fixed costs: " + ", ".join(f"{k} = {v:.4g}" for k, v in res.perf.items()
+                                   if k not in ("source", "sources")))
+    print(f"run-to-run spread of the measurement's walls: +-{res.config['spread']:.1%}")
     if args.profile_out:
         Path(args.profile_out).write_text(measured_profile_text(args.backend, res.perf))
         print(f"wrote {args.profile_out}")

@@ -9,8 +9,11 @@ MUL_MAT rows carry test_mul_mat's vars (type_a, type_b, m, n, k, bs, nr, per, k_
 the same products matches them; other ops carry `type` and `ne` (ggml's output shape), matched in `ne[1]`.
 
 The backend's fixed costs are measured too and returned as a `[perf]` table: the cost of one graph compute on
-it (`sync_us`: a one-node graph, median of many) and its input-copy bandwidth (`copy_gbs`: 16 MB set into a
-tensor of its buffer), each `measured here`.
+it (`sync_us`: a one-node graph, median of many, plus the switch to and from the CPU around a threaded product
+(see `measure_fixed_costs`)) and its input-copy bandwidth (`copy_gbs`: 16 MB set into a tensor of its buffer),
+each `measured here`, with how it was measured in `sources`. `config["spread"]` is the run-to-run spread of the
+measurement's own repeat walls (`config["wall_all_ms"]`): the spread its op rows carry in a prediction
+(`ops_spread`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ggml import ggml as g
 
 from kzlab.analysis.flops import VIEW_OPS
 from kzlab.analysis.predict.oplog import FIELDS, OpRecord, parse_vars
+from kzlab.analysis.predict.parameters import observed_spread
 from kzlab.errors import InvalidOptionError
 from kzlab.runtime.backends import init_backend, wait_computed
 
@@ -57,80 +61,134 @@ def node_vars(node: dict[str, Any]) -> tuple[str, str] | None:
     return op, f"type={t},ne=[{ne}]"
 
 
-def _cpu_graph(cpu_handle: Any, keep: list) -> Any:
-    """A CPU graph that wakes all of the CPU backend's threads (an ADD over 1M floats), allocated on the CPU."""
+#: the side of the square product whose split pair is timed: big enough that OpenBLAS runs it on all its threads
+#: (interface/gemm.c runs M*N*K below 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on one thread; 256^3 is 64x that),
+#: so that its pthread workers are woken, as a decode's products wake them
+THREADED_SIDE = 256
+#: the CPU split timed after it: 512^3 F32 on the CPU (a few ms here), as a decode's CPU splits between products
+CPU_SPLIT_SIDE = 512
+SWITCH_ROUNDS = 5
+
+
+def _square_graph(handle: Any, side: int, keep: list) -> tuple[Any, Any] | None:
+    """A one-node graph `side` x `side` x `side` (F32) allocated on `handle`, or None when the backend refuses it."""
     ctx = g.ggml_init(g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 4 + g.ggml_graph_overhead(),
                                          mem_buffer=None, no_alloc=True))
-    a = g.ggml_new_tensor_1d(ctx, g.GGML_TYPE_F32, 1 << 20)
+    a = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, side, side)
+    y = g.ggml_mul_mat(ctx, a, a)
     gf = g.ggml_new_graph(ctx)
-    g.ggml_build_forward_expand(gf, g.ggml_add(ctx, a, a))
-    buf = g.ggml_backend_alloc_ctx_tensors(ctx, cpu_handle)
+    g.ggml_build_forward_expand(gf, y)
+    buf = g.ggml_backend_alloc_ctx_tensors(ctx, handle)
     keep.append((ctx, buf))
-    return gf
+    if not buf:
+        raise InvalidOptionError("bench-ops: could not allocate a buffer on the backend")
+    if not g.ggml_backend_supports_op(handle, y):
+        return None
+    zeros = np.zeros(side * side, np.float32)
+    g.ggml_backend_tensor_set(a, zeros.ctypes.data_as(ctypes.c_void_p), 0, zeros.nbytes)
+    return gf, y
 
 
-def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = None) -> dict[str, float]:
-    """(`sync_us`, `copy_gbs`) of one backend: a one-node graph (a 64 x 64 product, which every backend here takes)
-    computed `runs` times, a 16 MB tensor set 5 times. An op the backend refuses is never computed (ggml would
-    abort): a backend without that product gets no `sync_us`.
+def _timed(fn: Any, n: int) -> list[float]:
+    """`n` wall times of fn() in us."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e6)
+    return ts
+
+
+def _rel_spread(ts: list[float]) -> float:
+    """The run-to-run spread of repeated times: the inter-quartile range over twice the median."""
+    q1, _, q3 = statistics.quantiles(ts, n=4)
+    return (q3 - q1) / (2 * statistics.median(ts))
+
+
+def measure_fixed_costs(backend_handle: Any, runs: int = 200, cpu_handle: Any = None) -> dict[str, Any]:
+    """`sync_us` and `copy_gbs` of one backend, and how they were measured (`sync_how`, `sync_spread`).
+
+    `sync_us` starts as a one-node graph (a 64 x 64 product, which every backend here takes) computed `runs` times
+    (median). An op the backend refuses is never computed (ggml would abort): a backend without that product gets
+    no `sync_us`. `copy_gbs`: a 16 MB tensor set 5 times.
 
     With `cpu_handle` (a device backend next to the CPU), `sync_us` also holds the cost of switching between the
-    two, as a decode's splits do: the CPU's threads and the device's (OpenBLAS's, a server's) go idle while the
-    other runs and pay for waking up. It is measured as (an alternating pair - each graph alone), the pair being
-    the device's graph then a CPU graph that wakes every CPU thread."""
-    params = g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 8 + g.ggml_graph_overhead(), mem_buffer=None,
-                                no_alloc=True)
-    ctx = g.ggml_init(params)
+    two, as a decode's splits do: the CPU's threads and the device's (OpenBLAS's, a server's) go idle, or keep
+    spinning, while the other runs. It is measured around a product big enough to be threaded (THREADED_SIDE):
+    (the device's product then a CPU split of a few ms on every CPU thread, in turns) - (the product alone, back
+    to back) - (the CPU split alone), each a median, in SWITCH_ROUNDS rounds (their median; the rounds' spread
+    is `sync_spread`). The 64 x 64 product runs on one OpenBLAS thread and never wakes
+    its workers, which spin for 2^28 cycles after a threaded call (OpenBLAS driver/others/blas_server.c,
+    THREAD_TIMEOUT) and take cores from the next CPU split; the threaded pair pays that."""
+    keep: list = []
     try:
-        a = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, 64, 64)
-        y = g.ggml_mul_mat(ctx, a, a)
-        big = g.ggml_new_tensor_1d(ctx, g.GGML_TYPE_F32, 4 << 20)
-        gf = g.ggml_new_graph(ctx)
-        g.ggml_build_forward_expand(gf, y)
-        buf = g.ggml_backend_alloc_ctx_tensors(ctx, backend_handle)
-        if not buf:
-            raise InvalidOptionError("bench-ops: could not allocate a buffer on the backend")
-        try:
-            zeros = np.zeros(64 * 64, np.float32)
-            g.ggml_backend_tensor_set(a, zeros.ctypes.data_as(ctypes.c_void_p), 0, zeros.nbytes)
-            def timed(fn, n: int = runs) -> float:
-                ts = []
-                for _ in range(n):
-                    t0 = time.perf_counter()
-                    fn()
-                    ts.append(time.perf_counter() - t0)
-                return statistics.median(ts) * 1e6
+        small = _square_graph(backend_handle, 64, keep)
+        if small is not None:
+            gf, y = small
 
             def device() -> None:
                 g.ggml_backend_graph_compute(backend_handle, gf)
                 wait_computed(y)
 
-            sync_us = timed(device) if g.ggml_backend_supports_op(backend_handle, y) else None
-            if sync_us is not None and cpu_handle is not None:
-                keep: list = []
-                cgf = _cpu_graph(cpu_handle, keep)
-                try:
-                    cpu_alone = timed(lambda: g.ggml_backend_graph_compute(cpu_handle, cgf))
-                    pair = timed(lambda: (device(), g.ggml_backend_graph_compute(cpu_handle, cgf)))
-                finally:
-                    for c, b in keep:
-                        g.ggml_backend_buffer_free(b)
-                        g.ggml_free(c)
-                sync_us += max(0.0, pair - cpu_alone - sync_us)
-            data = np.ones(4 << 20, np.float32)
-            cs = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                g.ggml_backend_tensor_set(big, data.ctypes.data_as(ctypes.c_void_p), 0, data.nbytes)
-                wait_computed(big)
-                cs.append(time.perf_counter() - t0)
-        finally:
-            g.ggml_backend_buffer_free(buf)
+            ts = _timed(device, runs)
+            sync_us = statistics.median(ts)
+            how = f"a one-node graph (64 x 64 x 64 F32 product), median of {runs}"
+            spread = _rel_spread(ts)
+        else:
+            sync_us, how, spread = None, "", 0.0
+        if sync_us is not None and cpu_handle is not None:
+            big = _square_graph(backend_handle, THREADED_SIDE, keep)
+            # the CPU split after it: a product of a few ms on every CPU thread, as a decode's CPU splits between
+            # two device products are (a spinning worker takes a share of it)
+            cpu_split = _square_graph(cpu_handle, CPU_SPLIT_SIDE, keep)
+            if big is not None and cpu_split is not None:
+                (bgf, by), (cgf, cy) = big, cpu_split
+
+                def product() -> None:
+                    g.ggml_backend_graph_compute(backend_handle, bgf)
+                    wait_computed(by)
+
+                def cpu_graph() -> None:
+                    g.ggml_backend_graph_compute(cpu_handle, cgf)
+                    wait_computed(cy)
+
+                n = max(10, runs // 20)
+                product()  # pools created
+                switch = []
+                for _ in range(SWITCH_ROUNDS):  # blocks in turns: a change of load moves all three alike
+                    cpu_alone = statistics.median(_timed(cpu_graph, n))
+                    prod_alone = statistics.median(_timed(product, n))
+                    pair = statistics.median(_timed(lambda: (product(), cpu_graph()), n))
+                    switch.append(pair - cpu_alone - prod_alone)
+                extra = max(0.0, statistics.median(switch))
+                spread = max(spread, observed_spread([sync_us + max(0.0, x) for x in switch]) or 0.0)
+                sync_us += extra
+                how += (f" + the switch around a threaded product ({THREADED_SIDE}^3 F32) and a CPU split of a few ms "
+                        f"({CPU_SPLIT_SIDE}^3 F32 on the CPU): pair - product alone - CPU split alone, medians of "
+                        f"{n}, the median of {SWITCH_ROUNDS} rounds ({', '.join(f'{x:.0f}' for x in switch)} us)")
+        data = np.ones(4 << 20, np.float32)
+        ctx = g.ggml_init(g.ggml_init_params(mem_size=g.ggml_tensor_overhead() * 2, mem_buffer=None, no_alloc=True))
+        bigt = g.ggml_new_tensor_1d(ctx, g.GGML_TYPE_F32, 4 << 20)
+        buf = g.ggml_backend_alloc_ctx_tensors(ctx, backend_handle)
+        keep.append((ctx, buf))
+        if not buf:
+            raise InvalidOptionError("bench-ops: could not allocate a buffer on the backend")
+        cs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            g.ggml_backend_tensor_set(bigt, data.ctypes.data_as(ctypes.c_void_p), 0, data.nbytes)
+            wait_computed(bigt)
+            cs.append(time.perf_counter() - t0)
     finally:
-        g.ggml_free(ctx)
-    out = {"copy_gbs": data.nbytes / statistics.median(cs) / 1e9}
+        for c, b in keep:
+            if b:
+                g.ggml_backend_buffer_free(b)
+            g.ggml_free(c)
+    out: dict[str, Any] = {"copy_gbs": data.nbytes / statistics.median(cs) / 1e9}
     if sync_us is not None:
         out["sync_us"] = sync_us
+        out["sync_how"] = how
+        out["sync_spread"] = spread
     return out
 
 
@@ -189,10 +247,14 @@ def bench_ops(model: Any, backend: str, frames: int, lowering: Any = None, repea
                                 time_us=float(statistics.median(ts)), n_runs=len(ts) * int(prof.config["repeat"]),
                                 fmt="sql", extra={"test_time": now, "build_commit": "kzlab bench-ops"}))
     src = f"measured here: kzlab bench-ops on {prof.config['backend_label']}, {frames} frames"
-    perf = {"source": src, **fixed}
+    perf: dict[str, Any] = {"source": src, **{k: v for k, v in fixed.items() if k in ("sync_us", "copy_gbs")}}
+    if "sync_how" in fixed:
+        perf["sources"] = {"sync_us": f"{src}: {fixed['sync_how']}"}
+    walls = [float(w) for w in prof.config.get("wall_all_ms") or [prof.wall_ms]]
     cfg = {"backend_label": prof.config["backend_label"], "frames": frames,
            "lowering": prof.config["lowering_resolved"], "normalisation": norm,
-           "wall_ms": prof.wall_ms}
+           "wall_ms": prof.wall_ms, "wall_all_ms": walls, "spread": observed_spread(walls),
+           "fixed": dict(fixed)}
     return BenchResult(ggml_name, records, perf, cfg)
 
 

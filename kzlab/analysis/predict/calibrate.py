@@ -273,4 +273,5 @@ def measured_profile_text(backend: str, perf: dict[str, Any]) -> str:
     body = _strip_tables(original, ("perf", "calibration"))
     src = str(perf.get("source", "measured here"))
     values = {k: v for k, v in perf.items() if k not in ("source", "sources")}
-    return body.rstrip() + "\n\n" + perf_table(values, {k: src for k in values}, src)
+    given = perf.get("sources") or {}
+    return body.rstrip() + "\n\n" + perf_table(values, {k: str(given.get(k, src)) for k in values}, src)

@@ -2,7 +2,8 @@
 
 The ranges are the prior. Many draws from it are priced for every measured configuration (vectorised); each
 draw is weighted by how well it reproduces the measured totals (a log-normal likelihood with the measurement's
-run-to-run spread), and the posterior draws are resampled from those weights. Then:
+run-to-run spread, plus the model's discrepancy between configurations when it is estimated: leave-one-out over
+the measured totals), and the posterior draws are resampled from those weights. Then:
 
 - a parameter whose posterior spread is well inside its prior's was *identified* by the totals; one whose spread
   stayed was not (`prior_only`): the totals cannot tell it apart from the others;
@@ -71,6 +72,21 @@ class Posterior:
     reproduced: dict[str, dict[str, float]]
     parameters: list[dict[str, Any]]
     flags: list[dict[str, Any]] = field(default_factory=list)
+    #: each measurement's noise in the likelihood (its own spread with the discrepancy added)
+    noises: dict[str, float] = field(default_factory=dict)
+    #: the model's error between configurations (relative, one sigma): 0, given, or estimated by leave-one-out
+    discrepancy: float = 0.0
+    leave_one_out: dict[str, float] = field(default_factory=dict)
+
+    def predict(self, model: CostModel, seed: int | None = None) -> np.ndarray:
+        """Totals (ms) of another configuration on the posterior draws, each with the model's discrepancy drawn
+        (log-normal, seeded): what the totals could not pin down and what the model misses between
+        configurations."""
+        total = model.evaluate(self.draws, parts=False)["total"]
+        if self.discrepancy <= 0:
+            return total
+        rng = np.random.default_rng((self.draws.seed if seed is None else seed) + 2)
+        return total * np.exp(rng.normal(0.0, self.discrepancy, total.shape[0]))
 
     @property
     def identified(self) -> list[str]:
@@ -82,13 +98,20 @@ class Posterior:
 
     def to_dict(self) -> dict[str, Any]:
         return {"identified": self.identified, "prior_only": self.prior_only, "flags": list(self.flags),
-                "measured": dict(self.measured), "noise": self.noise, "effective_draws": self.ess,
+                "measured": dict(self.measured), "noise": self.noise, "noises": dict(self.noises),
+                "discrepancy": self.discrepancy, "leave_one_out": dict(self.leave_one_out),
+                "effective_draws": self.ess,
                 "reproduced": self.reproduced, "parameters": self.parameters,
                 "notes": [CAVEAT] if self.identified else []}
 
     def summary(self) -> str:
         lines = [f"calibrated on {', '.join(f'{k}={v:g} ms' for k, v in self.measured.items())} "
                  f"(+-{self.noise:.0%} each; {self.ess:.0f} effective prior draws)"]
+        if self.discrepancy > 0:
+            lines.append(f"  model discrepancy +-{self.discrepancy:.0%} between configurations"
+                         + (" (leave-one-out: " + ", ".join(f"{k} {np.expm1(v):+.0%}" for k, v in
+                                                             self.leave_one_out.items()) + ")"
+                            if self.leave_one_out else "") + ", in the noise and in every prediction")
         for k, r in self.reproduced.items():
             lines.append(f"  {k}: measured {r['measured']:.0f} ms, reproduced p50 {r['p50']:.0f} ms "
                          f"(p10 {r['p10']:.0f}, p90 {r['p90']:.0f})")
@@ -101,10 +124,10 @@ class Posterior:
         return "\n".join(lines)
 
 
-def _weights(totals: dict[str, np.ndarray], measured: dict[str, float], noise: float) -> np.ndarray:
+def _weights(totals: dict[str, np.ndarray], measured: dict[str, float], noise: dict[str, float]) -> np.ndarray:
     ll = np.zeros(next(iter(totals.values())).shape[0])
     for k, m in measured.items():
-        ll += -0.5 * ((np.log(totals[k]) - np.log(m)) / noise) ** 2
+        ll += -0.5 * ((np.log(totals[k]) - np.log(m)) / noise[k]) ** 2
     w = np.exp(ll - ll.max())
     return w / w.sum()
 
@@ -119,27 +142,70 @@ def _price(models: dict[str, CostModel], measured: dict[str, float], draws: Draw
     return {k: models[k].evaluate(draws, parts=False)["total"] for k in measured}
 
 
+def _noises(noise: float | dict[str, float], measured: dict[str, float]) -> dict[str, float]:
+    """Each measurement's relative spread (one sigma): one for all, or one per configuration."""
+    per = noise if isinstance(noise, dict) else {k: noise for k in measured}
+    out = {}
+    for k in measured:
+        v = per.get(k, MEASURED_SPREAD)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+            raise InvalidInputError(f"noise of {k}: {v!r}; expected a relative spread between 0 and 1")
+        out[k] = float(v)
+    return out
+
+
+def leave_one_out(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float],
+                  noise: dict[str, float], n: int, seed: int) -> dict[str, float]:
+    """For each measured configuration, the log error of its total predicted (posterior p50) from a calibration
+    on the others alone: how far the model carries what some totals say to another configuration."""
+    out = {}
+    for k in measured:
+        rest = {j: v for j, v in measured.items() if j != k}
+        post = infer(models, space, rest, n, seed, {j: noise[j] for j in rest}, flag_bounds=False)
+        pred = float(np.median(models[k].evaluate(post.draws, parts=False)["total"]))
+        out[k] = float(np.log(measured[k] / pred))
+    return out
+
+
 def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float], n: int = 1000,
-          seed: int = 0, noise: float = MEASURED_SPREAD, prior_draws: int | None = None,
-          flag_bounds: bool = True) -> Posterior:
+          seed: int = 0, noise: float | dict[str, float] = MEASURED_SPREAD, prior_draws: int | None = None,
+          flag_bounds: bool = True, discrepancy: str | float | None = None) -> Posterior:
     """Posterior draws of `space` given `measured` totals (config name -> ms) of the `models` (config name ->
-    CostModel). `noise`: the measurements' relative spread (one sigma)."""
+    CostModel). `noise`: the measurements' relative spread (one sigma), one for all or per configuration (e.g.
+    observed over each measurement's runs).
+
+    `discrepancy`: the model's own error between configurations (relative, one sigma), added to every
+    measurement's noise in the likelihood and to every prediction made on the posterior (`Posterior.predict`).
+    "loo" estimates it from the data: with two or more totals, each is predicted from a calibration on the
+    others alone (leave-one-out) and the discrepancy is the root mean square of those log errors. None: 0."""
     for k, v in measured.items():
         if k not in models:
             raise InvalidInputError(f"measured {k}={v}: no configuration of that name ({', '.join(models)})")
         if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
             raise InvalidInputError(f"measured total {k}={v!r}: expected a time in ms > 0")
-    if not 0 < noise < 1:
-        raise InvalidInputError(f"noise={noise!r}: expected a relative spread between 0 and 1")
+    noises = _noises(noise, measured)
+    loo: dict[str, float] = {}
+    if discrepancy == "loo":
+        if len(measured) < 2:
+            raise InvalidInputError("discrepancy='loo' needs two or more measured totals (one is left out)")
+        loo = leave_one_out(models, space, measured, noises, n, seed)
+        disc = float(np.sqrt(np.mean(np.square(list(loo.values())))))
+    elif discrepancy is None:
+        disc = 0.0
+    elif isinstance(discrepancy, int | float) and not isinstance(discrepancy, bool) and 0 <= discrepancy < 5:
+        disc = float(discrepancy)
+    else:
+        raise InvalidInputError(f"discrepancy={discrepancy!r}: expected None, 'loo' or a relative error >= 0")
+    noises = {k: float(np.hypot(v, disc)) for k, v in noises.items()}
     n_prior = prior_draws or max(20_000, 20 * n)
     prior = space.sample(n_prior, seed)
     totals = _price(models, measured, prior)
-    w = _weights(totals, measured, noise)
+    w = _weights(totals, measured, noises)
     ess = float(1.0 / np.sum(w ** 2))
     if ess < MIN_ESS and prior_draws is None:  # the measurements sit in a thin part of the prior: draw more
         prior = space.sample(n_prior * 10, seed)
         totals = _price(models, measured, prior)
-        w = _weights(totals, measured, noise)
+        w = _weights(totals, measured, noises)
         ess = float(1.0 / np.sum(w ** 2))
     rng = np.random.default_rng(seed + 1)
     rows = _resample(w, n, rng)
@@ -181,12 +247,14 @@ def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[st
             side = "low" if p["at_low"] > 5 * EDGE else ("high" if p["at_high"] > 5 * EDGE else None)
             if side is None:
                 continue
-            flags.append(_bound_flag(models, space, measured, p, side, n, seed, noise))
-    return Posterior(post, dict(measured), noise, ess, reproduced, params, flags)
+            flags.append(_bound_flag(models, space, measured, p, side, n, seed, noises))
+    shown = max(noises.values()) if noises else float(MEASURED_SPREAD)
+    return Posterior(post, dict(measured), shown, ess, reproduced, params, flags, noises=noises,
+                     discrepancy=disc, leave_one_out=loo)
 
 
 def _bound_flag(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float], p: dict[str, Any],
-                side: str, n: int, seed: int, noise: float) -> dict[str, Any]:
+                side: str, n: int, seed: int, noise: dict[str, float]) -> dict[str, Any]:
     """A flag for a parameter pushed against a bound: rerun with that bound widened and say how far it goes."""
     name = p["parameter"]
     old = space.params[name]

@@ -33,6 +33,21 @@ DEFAULTS: dict[str, tuple[float, float, float, str]] = {
 DEFAULT_SOURCE = "assumed: kzlab default, a decade either way of a round number (not measured)"
 #: the run-to-run spread given to a measured value (a decode or an op timed on a shared machine or device)
 MEASURED_SPREAD = 0.03
+
+
+def observed_spread(values: Any) -> float | None:
+    """The run-to-run spread of repeated measurements of one thing: the largest relative deviation of a run from
+    their median (None for fewer than two runs: nothing was observed, the caller keeps its stated default)."""
+    xs = sorted(float(v) for v in values or [])
+    if len(xs) < 2:
+        return None
+    if not all(math.isfinite(x) and x > 0 for x in xs):
+        raise InvalidOptionError(f"repeated measurements {xs!r}: expected times > 0")
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+    return max(abs(x / med - 1.0) for x in xs)
+
+
 RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew")
 PERF_KEYS = {"source", "sources", "gflops", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
 MEMORY_KEYS = {"source", "budget_bytes"}

@@ -26,7 +26,7 @@ import numpy as np
 from kzlab.analysis.flops import VIEW_OPS
 from kzlab.analysis.predict.costs import CostModel, CpuTerm
 from kzlab.analysis.predict.draws import DEFAULT_DRAWS, Draws, ParameterSpace, spread
-from kzlab.analysis.predict.parameters import MEASURED_SPREAD, BackendPerf, Parameter
+from kzlab.analysis.predict.parameters import MEASURED_SPREAD, BackendPerf, Parameter, observed_spread
 from kzlab.errors import InvalidInputError
 
 CPU_NAMES = {"cpu"}
@@ -210,27 +210,61 @@ def device_node_ms(
     return t + perf.launch_us.value / 1e3, "roofline"
 
 
+def check_spread(x: Any, what: str) -> float:
+    """A relative run-to-run spread given by a caller: a number in [0, 1)."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not np.isfinite(x) or not 0 <= x < 1:
+        raise InvalidInputError(f"{what}={x!r}: expected a relative spread from 0 to 1 (0.05 for +-5 %)")
+    return float(x)
+
+
+def baseline_of(cpu_baseline_ms: Any, spread: float | None = None) -> tuple[float, float, str]:
+    """(ms, relative spread, how the spread is known) of a CPU-only baseline: one total (the stated run-to-run
+    spread, MEASURED_SPREAD, unless `spread` is given) or the list of its measured runs (their median, and the
+    largest deviation of a run from it as the spread)."""
+    if isinstance(cpu_baseline_ms, list | tuple):
+        runs = list(cpu_baseline_ms)
+        for r in runs:
+            if isinstance(r, bool) or not isinstance(r, int | float) or not np.isfinite(r) or r <= 0:
+                raise InvalidInputError(f"cpu_baseline_ms: run {r!r} is not a time in ms > 0")
+        if not runs:
+            raise InvalidInputError("cpu_baseline_ms=[]: give the CPU-only total, or its measured runs")
+        ms = float(np.median(runs))
+        seen = observed_spread(runs)
+        if spread is not None:
+            return ms, check_spread(spread, "cpu_baseline_spread"), "as given (cpu_baseline_spread)"
+        if seen is not None:
+            return ms, seen, f"observed over its {len(runs)} runs (largest deviation from their median)"
+        return ms, MEASURED_SPREAD, f"one run: the stated run-to-run spread, +-{MEASURED_SPREAD:.0%}"
+    if isinstance(cpu_baseline_ms, bool) or not isinstance(cpu_baseline_ms, int | float) or not cpu_baseline_ms > 0:
+        raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
+    if spread is not None:
+        return float(cpu_baseline_ms), check_spread(spread, "cpu_baseline_spread"), "as given (cpu_baseline_spread)"
+    return float(cpu_baseline_ms), MEASURED_SPREAD, f"run to run, +-{MEASURED_SPREAD:.0%} (stated, not observed)"
+
+
 def _cpu_term(prof: dict[str, Any], wall: float, norm: float, cpu_perf: BackendPerf | None,
-              cpu_scale: float | None, cpu_baseline_ms: float | None, params: list[Parameter],
-              baseline_profile: Any = None) -> CpuTerm:
+              cpu_scale: float | None, cpu_baseline_ms: Any, params: list[Parameter],
+              baseline_profile: Any = None, baseline_spread: float | None = None) -> CpuTerm:
     """How the CPU nodes' profiled times scale, with the parameters that says. The baseline total belongs to
     `baseline_profile`'s graph (default: this one): another graph (a chunked one) is scaled by the same factor,
-    not forced to the same total."""
+    not forced to the same total.
+
+    The spreads are measured where the data says them: a baseline given as its runs carries their spread; a
+    profile carries the spread of its own repeat walls (`config.wall_all_ms`); only a single number falls back
+    to the stated MEASURED_SPREAD."""
     src = f"measured here: {prof['config'].get('backend_label', 'cpu')} profile of this graph"
     if cpu_baseline_ms is not None:
-        if not cpu_baseline_ms > 0:
-            raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
+        ms, rel, how = baseline_of(cpu_baseline_ms, baseline_spread)
         base = prof
         if baseline_profile is not None:
             base = read_profile(baseline_profile)
             _, wall, total = cpu_times(base)
             norm = wall / total
         mm = sum(float(n["time_ms"]) for n in base["nodes"] if n.get("op") == "MUL_MAT") * norm
-        params.append(Parameter("cpu.scale", cpu_baseline_ms / wall, "x",
-                                f"from the CPU-only baseline {cpu_baseline_ms:g} ms (at matmul_skew 1)"))
-        params.append(Parameter("cpu.baseline_ms", float(cpu_baseline_ms), "ms",
-                                f"measured on the device: the CPU-only decode, +-{MEASURED_SPREAD:.0%} run to run"
-                                ).with_spread())
+        params.append(Parameter("cpu.scale", ms / wall, "x",
+                                f"from the CPU-only baseline {ms:g} ms (at matmul_skew 1)"))
+        params.append(Parameter("cpu.baseline_ms", ms, "ms",
+                                f"measured on the device: the CPU-only decode, +-{rel:.1%} {how}").with_spread(rel))
         skew = cpu_perf.matmul_skew if cpu_perf is not None else None
         if skew is not None:
             params.append(skew)
@@ -241,8 +275,14 @@ def _cpu_term(prof: dict[str, Any], wall: float, norm: float, cpu_perf: BackendP
             raise InvalidInputError(f"cpu_scale={cpu_scale!r}: expected a factor > 0")
         params.append(Parameter("cpu.scale", float(cpu_scale), "x", "given (--cpu-scale)"))
         return CpuTerm("fixed", scale=float(cpu_scale))
-    params.append(Parameter("cpu.profile_spread", 1.0, "x",
-                            f"{src}: its run-to-run spread, +-{MEASURED_SPREAD:.0%}").with_spread())
+    runs = prof["config"].get("wall_all_ms") or []
+    seen = observed_spread(runs)
+    if seen is None:
+        rel, how = MEASURED_SPREAD, f"its run-to-run spread, +-{MEASURED_SPREAD:.0%} (stated: one timed run)"
+    else:
+        rel, how = seen, (f"its run-to-run spread, +-{seen:.1%}: the largest deviation of its {len(runs)} plain "
+                          "repeat walls from their median")
+    params.append(Parameter("cpu.profile_spread", 1.0, "x", f"{src}: {how}").with_spread(rel))
     return CpuTerm("profile", baseline="cpu.profile_spread")
 
 
@@ -259,6 +299,8 @@ def predict(
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     cpu_baseline_profile: Any = None,
+    cpu_baseline_spread: float | None = None,
+    ops_spread: float | None = None,
 ) -> Prediction:
     """Predict one placement (nodes with op/backend/stage/flops/bytes, splits with backend and input bytes).
 
@@ -266,9 +308,16 @@ def predict(
     node -> Estimate | None (from `kzlab.analysis.predict.oplog`). CPU nodes need `cpu_profile`, else the CPU
     is modelled as a device too (its `perf`, marked assumed). The uncertain parameters are drawn `draws` times
     (seeded) and the prediction is their distribution; the rows are priced at the stated values.
+
+    `cpu_baseline_ms` is one CPU-only total or the list of its measured runs (their spread is its range);
+    `cpu_baseline_spread` states that spread instead. `ops_spread`: the measured op rows' relative spread (e.g.
+    `kzlab bench-ops`' `config["spread"]`, observed over its repeat walls); default OP_SPREAD.
     """
     if cpu_scale is not None and cpu_baseline_ms is not None:
         raise InvalidInputError("give cpu_scale or cpu_baseline_ms, not both")
+    if cpu_baseline_spread is not None and cpu_baseline_ms is None:
+        raise InvalidInputError("cpu_baseline_spread is the spread of cpu_baseline_ms: give cpu_baseline_ms too")
+    op_rel = OP_SPREAD if ops_spread is None else check_spread(ops_spread, "ops_spread")
     nodes, splits = list(nodes), list(splits)
     params: list[Parameter] = list(extra_parameters)
     notes: list[str] = []
@@ -285,7 +334,7 @@ def predict(
         if prof["config"].get("backend") not in (["cpu"], "cpu"):
             notes.append(f"the cpu profile ran on {prof['config'].get('backend_label')}, not on the plain CPU")
         cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params,
-                             cpu_baseline_profile)
+                             cpu_baseline_profile, cpu_baseline_spread)
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)
@@ -332,9 +381,12 @@ def predict(
                 cm.roof_backend.append(bi)
             else:
                 pname = f"{perf[key].backend}.measured_ops"
-                measured_params.setdefault(pname, Parameter(
-                    pname, 1.0, "x", f"measured on {perf[key].backend}: op times from its log, +-{OP_SPREAD:.0%} "
-                    "between an op timed alone and in a decode").with_spread(OP_SPREAD))
+                if pname not in measured_params:
+                    how = (f"+-{op_rel:.1%} as observed over the measurement's repeats (ops_spread)"
+                           if ops_spread is not None else
+                           f"+-{OP_SPREAD:.0%} stated between an op timed alone and in a decode")
+                    measured_params[pname] = Parameter(pname, 1.0, "x", f"measured on {perf[key].backend}: op times "
+                                                       f"from its log, {how}").with_spread(op_rel)
                 cm.meas_ms.append(t)
                 cm.meas_p.append(pname)
                 cm.meas_stage.append(si)

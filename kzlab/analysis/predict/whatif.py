@@ -20,7 +20,8 @@ from kzlab.analysis.predict.timing import Prediction, predict
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 #: the keys `predict=` accepts as a dict (the same names as the CLI's options)
-OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf", "draws", "seed", "cpu_baseline_profile")
+OPTION_KEYS = ("cpu_profile", "cpu_scale", "cpu_baseline_ms", "ops", "perf", "draws", "seed", "cpu_baseline_profile",
+               "cpu_baseline_spread", "ops_spread")
 
 
 @dataclass
@@ -31,7 +32,7 @@ class PredictOptions:
 
     cpu_profile: Any = None
     cpu_scale: float | None = None
-    cpu_baseline_ms: float | None = None
+    cpu_baseline_ms: float | list[float] | None = None
     ops: list[Any] = field(default_factory=list)
     perf: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: how many seeded draws of the uncertain parameters make the predicted distribution
@@ -39,6 +40,11 @@ class PredictOptions:
     seed: int = 0
     #: the profile of the graph the CPU-only baseline was measured on, when it is not this placement's graph
     cpu_baseline_profile: Any = None
+    #: the CPU-only baseline's relative run-to-run spread (default: observed over its runs when
+    #: `cpu_baseline_ms` is a list of them, else the stated MEASURED_SPREAD)
+    cpu_baseline_spread: float | None = None
+    #: the measured op rows' relative spread (e.g. bench-ops' `config["spread"]`; default OP_SPREAD)
+    ops_spread: float | None = None
 
     def __post_init__(self) -> None:
         check_draws(self.draws, self.seed)
@@ -137,7 +143,8 @@ def predict_placement(
                        f"measured on {r}: {', '.join(sorted({x.file for x in records if x.backend == r}))}")
              for r in sorted({x.backend for x in records})]
     pred = predict(nodes, splits, config, perf, options.cpu_profile, options.cpu_scale, options.cpu_baseline_ms,
-                   measured, extra, options.draws, options.seed, options.cpu_baseline_profile)
+                   measured, extra, options.draws, options.seed, options.cpu_baseline_profile,
+                   options.cpu_baseline_spread, options.ops_spread)
     names = [b.name for b in sim_backends]
     by_backend_copies: dict[str, int] = {}
     for (_addr, bi), nbytes in copies.items():

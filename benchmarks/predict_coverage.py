@@ -59,13 +59,9 @@ SETS = {
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from kzlab.environment import cpu_name
+
+    return cpu_name("unknown")
 
 
 # ---- measuring ---------------------------------------------------------------------------------------------------

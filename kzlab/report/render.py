@@ -128,7 +128,7 @@ AB_DRAWS = 1000
 
 def paired_ab(a, b) -> tuple[Any, str]:
     """(the Decision of runs a and b's predicted placements on paired draws, '') or (None, why not)."""
-    from kzlab.analysis.paired import paired_decision
+    from kzlab.analysis.predict.decide import paired_decision
     from kzlab.errors import KzlabError
 
     pa, pb = plots.field(a, "placement"), plots.field(b, "placement")

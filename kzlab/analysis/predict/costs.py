@@ -39,6 +39,58 @@ class CpuTerm:
 
 
 @dataclass
+class _Rows:
+    """Rows of one group as arrays (`values`), with their one-hot stage and backend matrices."""
+
+    values: tuple[np.ndarray, ...]
+    s_hot: np.ndarray
+    b_hot: np.ndarray
+
+    @classmethod
+    def of(cls, values: tuple[list[float], ...], stage: list[int], backend: list[int], ns: int, nb: int) -> _Rows:
+        s_hot, b_hot = np.zeros((len(stage), ns)), np.zeros((len(backend), nb))
+        s_hot[np.arange(len(stage)), stage] = 1.0
+        b_hot[np.arange(len(backend)), backend] = 1.0
+        return cls(tuple(np.asarray(v, dtype=np.float64) for v in values), s_hot, b_hot)
+
+
+@dataclass
+class _Compiled:
+    """A CostModel's rows grouped by the parameters they read (`key`: the row counts it was built for)."""
+
+    key: tuple[int, ...]
+    cpu: _Rows | None
+    cpu_mm: np.ndarray
+    roof: list[tuple[tuple[str, str, str], _Rows]]
+    meas: list[tuple[str, _Rows]]
+    splits: list[tuple[tuple[str, str], np.ndarray]]
+
+    @classmethod
+    def of(cls, m: CostModel, key: tuple[int, ...]) -> _Compiled:
+        ns, nb = len(m.stages), len(m.backends)
+
+        def pick(idx: list[int], *cols: list) -> list[list]:
+            return [[c[i] for i in idx] for c in cols]
+
+        cpu = _Rows.of((m.cpu_ms,), m.cpu_stage, m.cpu_backend, ns, nb) if m.cpu_ms else None
+        keys = list(zip(m.roof_rate_p, m.roof_bw_p, m.roof_launch_p, strict=True))
+        roof = []
+        for k in dict.fromkeys(keys):
+            idx = [i for i, x in enumerate(keys) if x == k]
+            flops, nbytes, stage, backend = pick(idx, m.roof_flops, m.roof_bytes, m.roof_stage, m.roof_backend)
+            roof.append((k, _Rows.of((flops, nbytes), stage, backend, ns, nb)))
+        meas = []
+        for name in dict.fromkeys(m.meas_p):
+            idx = [i for i, x in enumerate(m.meas_p) if x == name]
+            ms, stage, backend = pick(idx, m.meas_ms, m.meas_stage, m.meas_backend)
+            meas.append((name, _Rows.of((ms,), stage, backend, ns, nb)))
+        splits: dict[tuple[str, str], np.ndarray] = {}
+        for kind, amount, name, stage in m.split_terms:
+            splits.setdefault((kind, name), np.zeros(ns))[stage] += amount
+        return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), roof, meas, list(splits.items()))
+
+
+@dataclass
 class CostModel:
     """The compiled terms of one prediction. Row arrays are parallel; `*_p` hold parameter names."""
 
@@ -65,6 +117,7 @@ class CostModel:
     meas_backend: list[int] = field(default_factory=list)
     # splits: (kind, amount, parameter, stage): kind sync (amount 1), copy or cache (amount bytes)
     split_terms: list[tuple[str, float, str, int]] = field(default_factory=list)
+    _cache: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
 
     def stage_index(self, stage: str) -> int:
         if stage not in self.stages:
@@ -86,68 +139,59 @@ class CostModel:
     def evaluate(self, draws: Draws, parts: bool = True) -> dict[str, np.ndarray]:
         """Times in ms for every draw: `total` (D,), and with `parts` `by_stage` (D, S), `by_backend` (D, B),
         `copy`, `sync`, `cache` (D,)."""
-        outs = [self._evaluate(draws.theta[i:i + BATCH], draws.names, parts) for i in range(0, len(draws), BATCH)]
+        c = self._compiled()
+        col = {n: i for i, n in enumerate(draws.names)}
+        outs = [self._evaluate(c, draws.theta[i:i + BATCH], col, parts) for i in range(0, len(draws), BATCH)]
         return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
 
-    def _col(self, theta: np.ndarray, names: list[str], name: str) -> np.ndarray:
-        return theta[:, names.index(name)]
+    def _compiled(self) -> _Compiled:
+        """The rows as arrays grouped by the parameters they read, built once (a calibration prices the same
+        model for tens of thousands of draws, in batches)."""
+        key = (len(self.cpu_ms), len(self.roof_flops), len(self.meas_ms), len(self.split_terms),
+               len(self.stages), len(self.backends))
+        if self._cache is None or self._cache.key != key:
+            self._cache = _Compiled.of(self, key)
+        return self._cache
 
-    def _evaluate(self, theta: np.ndarray, names: list[str], parts: bool) -> dict[str, np.ndarray]:
+    def _evaluate(self, c: _Compiled, theta: np.ndarray, col: dict[str, int], parts: bool) -> dict[str, np.ndarray]:
         d = theta.shape[0]
-        ns, nb = len(self.stages), len(self.backends)
-        by_stage = np.zeros((d, ns))
-        by_backend = np.zeros((d, nb))
+        by_stage = np.zeros((d, len(self.stages)))
+        by_backend = np.zeros((d, len(self.backends)))
+        nodes = np.zeros(d)
 
-        def add(ms: np.ndarray, stage: list[int], backend: list[int]) -> None:
-            if ms.shape[1] == 0:
-                return
-            s_hot = np.zeros((len(stage), ns))
-            s_hot[np.arange(len(stage)), stage] = 1.0
-            b_hot = np.zeros((len(backend), nb))
-            b_hot[np.arange(len(backend)), backend] = 1.0
-            by_stage[:] += ms @ s_hot
-            by_backend[:] += ms @ b_hot
-
-        # CPU nodes
-        if self.cpu_ms:
-            base = np.asarray(self.cpu_ms)
-            mm = np.asarray(self.cpu_mm, dtype=bool)
-            c = self.cpu
-            if c.mode == "baseline":
-                k = self._col(theta, names, c.skew) if c.skew else np.ones(d)
-                b = self._col(theta, names, c.baseline)
-                s = b / (k * c.profile_mm_ms + c.profile_rest_ms)
-            elif c.mode == "profile":
-                s, k = self._col(theta, names, c.baseline), np.ones(d)
+        def add(ms: np.ndarray, group: _Rows) -> None:
+            if parts:
+                by_stage[:] += ms @ group.s_hot
+                by_backend[:] += ms @ group.b_hot
             else:
-                s, k = np.full(d, c.scale), np.ones(d)
-            ms = s[:, None] * np.where(mm[None, :], k[:, None] * base[None, :], base[None, :])
-            add(ms, self.cpu_stage, self.cpu_backend)
-        # roofline nodes: grouped by their parameters, so each group reads three columns
-        if self.roof_flops:
-            flops, nbytes = np.asarray(self.roof_flops), np.asarray(self.roof_bytes)
-            ms = np.empty((d, len(flops)))
-            keys = list(zip(self.roof_rate_p, self.roof_bw_p, self.roof_launch_p, strict=True))
-            for key in dict.fromkeys(keys):
-                idx = np.array([i for i, k in enumerate(keys) if k == key])
-                rate, bw, launch = (self._col(theta, names, n) for n in key)
-                t = np.maximum(flops[idx][None, :] / (rate[:, None] * 1e9), nbytes[idx][None, :] / (bw[:, None] * 1e9))
-                ms[:, idx] = t * 1e3 + launch[:, None] / 1e3
-            add(ms, self.roof_stage, self.roof_backend)
-        if self.meas_ms:
-            base = np.asarray(self.meas_ms)
-            ms = np.empty((d, len(base)))
-            for name in dict.fromkeys(self.meas_p):
-                idx = np.array([i for i, n in enumerate(self.meas_p) if n == name])
-                ms[:, idx] = self._col(theta, names, name)[:, None] * base[idx][None, :]
-            add(ms, self.meas_stage, self.meas_backend)
+                nodes[:] += ms.sum(axis=1)
+
+        if c.cpu is not None:  # CPU nodes
+            t = self.cpu
+            if t.mode == "baseline":
+                k = theta[:, col[t.skew]] if t.skew else np.ones(d)
+                s = theta[:, col[t.baseline]] / (k * t.profile_mm_ms + t.profile_rest_ms)
+            elif t.mode == "profile":
+                s, k = theta[:, col[t.baseline]], np.ones(d)
+            else:
+                s, k = np.full(d, t.scale), np.ones(d)
+            base = c.cpu.values[0]
+            add(s[:, None] * np.where(c.cpu_mm[None, :], k[:, None] * base[None, :], base[None, :]), c.cpu)
+        for (rate_p, bw_p, launch_p), rows in c.roof:  # roofline nodes: each group reads three columns
+            flops, nbytes = rows.values
+            rate, bw, launch = theta[:, col[rate_p]], theta[:, col[bw_p]], theta[:, col[launch_p]]
+            t = np.maximum(flops[None, :] / (rate[:, None] * 1e9), nbytes[None, :] / (bw[:, None] * 1e9))
+            add(t * 1e3 + launch[:, None] / 1e3, rows)
+        for name, rows in c.meas:  # measured device nodes x their spread
+            add(theta[:, col[name]][:, None] * rows.values[0][None, :], rows)
         out = {"sync": np.zeros(d), "copy": np.zeros(d), "cache": np.zeros(d)}
-        for kind, amount, pname, stage in self.split_terms:
-            v = self._col(theta, names, pname)
-            t = v / 1e3 if kind == "sync" else amount / (v * 1e9) * 1e3
-            out[kind] += t
-            by_stage[:, stage] += t
-        total = by_backend.sum(axis=1) + out["sync"] + out["copy"] + out["cache"]
+        for (kind, name), amounts in c.splits:  # per stage: splits (sync) or bytes (copy, cache)
+            v = theta[:, col[name]]
+            per = v / 1e3 if kind == "sync" else 1e-6 / v  # ms per split, or ms per byte
+            t = per[:, None] * amounts[None, :]
+            out[kind] += t.sum(axis=1)
+            by_stage[:] += t
+        total = (by_backend.sum(axis=1) if parts else nodes) + out["sync"] + out["copy"] + out["cache"]
         if not parts:
             return {"total": total}
         return {"total": total, "by_stage": by_stage, "by_backend": by_backend, **out}

@@ -6,17 +6,22 @@ Every configuration is priced on the same draws (`Draws`), so each draw is one p
 parameters are ranked by how much of the decision's spread each explains alone (a first-order variance share,
 estimated by binning the draws on that parameter's quantiles), and for each the expected spread once it is known
 (the spread left inside a bin) and how often the decision would then be settled (P < 10 % or > 90 %).
+
+`paired_decision` does this for predicted placements made apart (the Workbench's A/B): their own draws are left
+as they are; the parameters both rest on are drawn once and both cost models are priced on those draws.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from kzlab.analysis.predict.draws import Draws, spread
+from kzlab.analysis.predict.draws import DEFAULT_DRAWS, Draws, ParameterSpace, spread
+from kzlab.errors import InvalidInputError
 
 BINS = 20
 SETTLED = 0.1  # a decision is settled when P(A faster) is below this or above 1 - this
@@ -129,3 +134,32 @@ def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None 
             sens.append({"parameter": name, "share": share, "spread_after": after,
                          "spread_before": float(hi - lo), "p_settled_after": settled})
     return Decision(configs, pairs, target, target_ms, sens, [], decision, len(draws), draws.seed, draws.kind)
+
+
+def _prediction(obj: Any, name: str) -> Any:
+    """The Prediction of a placement (or the prediction itself), refused when it cannot be re-drawn."""
+    pred = getattr(obj, "predicted", obj)
+    if pred is None:
+        raise InvalidInputError(f"{name}: not predicted (simulate with predict=...)")
+    if isinstance(pred, Mapping) or getattr(pred, "costs", None) is None:
+        raise InvalidInputError(f"{name}: a prediction read back from JSON has no cost model to draw again; "
+                                "simulate it with predict=... in this process")
+    return pred
+
+
+def paired_decision(items: Mapping[str, Any], draws: int = DEFAULT_DRAWS, seed: int = 0,
+                    target_ms: float | None = None) -> Decision:
+    """Compare predicted placements (name -> Placement or Prediction) on one seeded set of paired draws.
+
+    Raises InvalidInputError when they cannot share draws: a parameter with two different ranges (e.g. two CPU-only
+    baselines), or a prediction without its cost model."""
+    if len(items) < 2:
+        raise InvalidInputError("a paired comparison needs two predicted placements")
+    preds = {k: _prediction(v, k) for k, v in items.items()}
+    space = ParameterSpace.shared_by(preds)
+    shared = space.sample(draws, seed)
+    totals = {k: p.costs.evaluate(shared, parts=False)["total"] for k, p in preds.items()}
+    dec = decide(totals, shared, target_ms)
+    if not space.uncertain:
+        dec.notes.append("no parameter is uncertain: every draw is the same device")
+    return dec

@@ -46,6 +46,16 @@ class ParameterSpace:
                     "give the backends of different profiles different names, or one [perf] table"
                 )
 
+    @classmethod
+    def shared_by(cls, predictions: dict[str, Any]) -> ParameterSpace:
+        """The parameters the cost models of these predictions (name -> Prediction) read, under one name each, so
+        that they can be priced on the same draws (refused when a name has two ranges)."""
+        space = cls()
+        for k, p in predictions.items():
+            used = p.costs.parameter_names()
+            space.add([q for q in p.parameters if q.name in used], where=k)
+        return space
+
     @property
     def names(self) -> list[str]:
         """Every parameter, sorted (the order of a draw's columns: stable for a seed)."""

@@ -181,7 +181,8 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         return graphs[key][0]
 
     placements: dict[str, Any] = {}
-    opts = {"cpu_baseline_ms": cpu_baseline_ms, "draws": min(draws, 200), "seed": seed}
+    # one draw each: every prediction is priced below on the draws the configurations share
+    opts = {"cpu_baseline_ms": cpu_baseline_ms, "draws": 1, "seed": seed}
     placements[CPU_CONFIG] = simulate(m, "cpu", frames=frames, lowering=base, weights_on="cpu",
                                       predict={**opts, "cpu_profile": cpu_profile(base)})
     for s in specs:
@@ -190,10 +191,7 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
                                       predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
                                                "cpu_baseline_profile": cpu_profile(base)})
     preds = {k: pl.predicted for k, pl in placements.items()}
-    space = ParameterSpace()
-    for k, p in preds.items():
-        used = p.costs.parameter_names()
-        space.add([q for q in p.parameters if q.name in used], where=k)
+    space = ParameterSpace.shared_by(preds)
     posterior = None
     if measured:
         kw = {"noise": noise} if noise is not None else {}
@@ -204,8 +202,7 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     totals = {}
     extra = {}
     for k, pl in placements.items():
-        pl.predicted.apply(shared)
-        totals[k] = pl.predicted.costs.evaluate(shared, parts=False)["total"]
+        totals[k] = pl.predicted.apply(shared)
         extra[k] = {"splits": pl.n_splits, "memory": {b: mm.to_dict() for b, mm in (pl.memory or {}).items()},
                     "profile": pl.config["profile"], "lowering": pl.config["lowering_label"]}
     dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *measured})

@@ -109,8 +109,9 @@ class Prediction:
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def apply(self, draws: Draws) -> None:
-        """Set the distribution fields from `draws` (the prediction's own, or ones shared with other placements)."""
+    def apply(self, draws: Draws) -> np.ndarray:
+        """Set the distribution fields from `draws` (the prediction's own, or ones shared with other placements);
+        returns the total of every draw (ms)."""
         ev = self.costs.evaluate(draws)
         self.range = spread(ev["total"])
         self.total_ms = self.range["p50"]
@@ -120,6 +121,7 @@ class Prediction:
         self.by_stage_ms = {s: v["p50"] for s, v in self.stage_ranges.items()}
         self.copy_ms, self.sync_ms, self.cache_ms = (float(np.median(ev[k])) for k in ("copy", "sync", "cache"))
         self.seed = draws.seed
+        return ev["total"]
 
 
 # ---- the CPU profile -------------------------------------------------------------------------------------------
@@ -221,6 +223,8 @@ def baseline_of(cpu_baseline_ms: Any, spread: float | None = None) -> tuple[floa
     """(ms, relative spread, how the spread is known) of a CPU-only baseline: one total (the stated run-to-run
     spread, MEASURED_SPREAD, unless `spread` is given) or the list of its measured runs (their median, and the
     largest deviation of a run from it as the spread)."""
+    seen = None
+    stated = f"run to run, +-{MEASURED_SPREAD:.0%} (stated, not observed)"
     if isinstance(cpu_baseline_ms, list | tuple):
         runs = list(cpu_baseline_ms)
         for r in runs:
@@ -228,18 +232,17 @@ def baseline_of(cpu_baseline_ms: Any, spread: float | None = None) -> tuple[floa
                 raise InvalidInputError(f"cpu_baseline_ms: run {r!r} is not a time in ms > 0")
         if not runs:
             raise InvalidInputError("cpu_baseline_ms=[]: give the CPU-only total, or its measured runs")
-        ms = float(np.median(runs))
-        seen = observed_spread(runs)
-        if spread is not None:
-            return ms, check_spread(spread, "cpu_baseline_spread"), "as given (cpu_baseline_spread)"
-        if seen is not None:
-            return ms, seen, f"observed over its {len(runs)} runs (largest deviation from their median)"
-        return ms, MEASURED_SPREAD, f"one run: the stated run-to-run spread, +-{MEASURED_SPREAD:.0%}"
-    if isinstance(cpu_baseline_ms, bool) or not isinstance(cpu_baseline_ms, int | float) or not cpu_baseline_ms > 0:
+        ms, seen = float(np.median(runs)), observed_spread(runs)
+        stated = f"one run: the stated run-to-run spread, +-{MEASURED_SPREAD:.0%}"
+    elif isinstance(cpu_baseline_ms, bool) or not isinstance(cpu_baseline_ms, int | float) or not cpu_baseline_ms > 0:
         raise InvalidInputError(f"cpu_baseline_ms={cpu_baseline_ms!r}: expected a time in ms > 0")
+    else:
+        ms = float(cpu_baseline_ms)
     if spread is not None:
-        return float(cpu_baseline_ms), check_spread(spread, "cpu_baseline_spread"), "as given (cpu_baseline_spread)"
-    return float(cpu_baseline_ms), MEASURED_SPREAD, f"run to run, +-{MEASURED_SPREAD:.0%} (stated, not observed)"
+        return ms, check_spread(spread, "cpu_baseline_spread"), "as given (cpu_baseline_spread)"
+    if seen is not None:
+        return ms, seen, f"observed over its {len(runs)} runs (largest deviation from their median)"
+    return ms, MEASURED_SPREAD, stated
 
 
 def _cpu_term(prof: dict[str, Any], wall: float, norm: float, cpu_perf: BackendPerf | None,

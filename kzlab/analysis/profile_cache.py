@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from kzlab.environment import cpu_name, default_threads, versions
+from kzlab.formats.named import cache_dir
 
 
 def cache_root() -> Path:
-    d = Path(os.environ.get("KZLAB_CACHE") or Path.home() / ".cache" / "kzlab").expanduser() / "profiles"
-    d.mkdir(parents=True, exist_ok=True)
+    """The profiles' folder inside kzlab's cache (the one the built-in decoders are written into)."""
+    d = cache_dir() / "profiles"
+    d.mkdir(exist_ok=True)
     return d
 
 

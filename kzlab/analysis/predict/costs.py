@@ -16,6 +16,7 @@ them apart (a calibration fits them jointly):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,16 @@ class CpuTerm:
     skew: str = ""  # parameter name, or "" for no skew
     profile_mm_ms: float = 0.0  # the whole CPU profile's MUL_MAT time (normalised to its wall)
     profile_rest_ms: float = 0.0
+
+    def scale_skew(self, value: Callable[[str], Any], one: Any) -> tuple[Any, Any]:
+        """(scale of every CPU node, extra factor of its MUL_MATs); `value(name)` is a parameter's value, a number
+        or an array of draws, `one` the neutral factor of the same kind."""
+        if self.mode == "baseline":
+            k = value(self.skew) if self.skew else one
+            return value(self.baseline) / (k * self.profile_mm_ms + self.profile_rest_ms), k
+        if self.mode == "profile":
+            return value(self.baseline), one
+        return self.scale * one, one
 
 
 @dataclass
@@ -167,14 +178,7 @@ class CostModel:
                 nodes[:] += ms.sum(axis=1)
 
         if c.cpu is not None:  # CPU nodes
-            t = self.cpu
-            if t.mode == "baseline":
-                k = theta[:, col[t.skew]] if t.skew else np.ones(d)
-                s = theta[:, col[t.baseline]] / (k * t.profile_mm_ms + t.profile_rest_ms)
-            elif t.mode == "profile":
-                s, k = theta[:, col[t.baseline]], np.ones(d)
-            else:
-                s, k = np.full(d, t.scale), np.ones(d)
+            s, k = self.cpu.scale_skew(lambda n: theta[:, col[n]], np.ones(d))
             base = c.cpu.values[0]
             add(s[:, None] * np.where(c.cpu_mm[None, :], k[:, None] * base[None, :], base[None, :]), c.cpu)
         for (rate_p, bw_p, launch_p), rows in c.roof:  # roofline nodes: each group reads three columns

@@ -452,12 +452,7 @@ def predict(
 
 
 def _nominal_cpu_factor(term: CpuTerm, is_mm: bool, params: list[Parameter]) -> float:
-    """A CPU node's factor at the parameters' stated values."""
-    if term.mode == "fixed":
-        return term.scale
+    """A CPU node's factor at the parameters' stated values (the cost model's formula, at one point)."""
     values = {p.name: p.value for p in params}
-    if term.mode == "profile":
-        return values[term.baseline]
-    k = values[term.skew] if term.skew else 1.0
-    s = values[term.baseline] / (k * term.profile_mm_ms + term.profile_rest_ms)
+    s, k = term.scale_skew(values.__getitem__, 1.0)
     return s * (k if is_mm else 1.0)

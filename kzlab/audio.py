@@ -56,11 +56,15 @@ def wav_length(data: bytes) -> int:
 
 
 def snr_db(out, ref) -> float:
-    """SNR of `out` against `ref` over ref's length, in dB (inf when they are equal: no division by zero)."""
+    """SNR of `out` against `ref` over ref's length, in dB, in float64 (inf when they are equal, -inf when `ref` is
+    silent and `out` is not: no division by zero)."""
     o = np.asarray(out, dtype=np.float64).reshape(-1)[: np.size(ref)]
     r = np.asarray(ref, dtype=np.float64).reshape(-1)
     err = float(np.sum((o - r) ** 2))
-    return float("inf") if err == 0 else float(10 * np.log10(np.sum(r**2) / err))
+    if err == 0:
+        return float("inf")
+    power = float(np.sum(r**2))
+    return float(10 * np.log10(power / err)) if power > 0 else float("-inf")
 
 
 def snr_text(db: float) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from kzlab.arch import arch_of, not_applicable
+from kzlab.audio import snr_db
 from kzlab.codes import random_codes, validate_codes
 from kzlab.errors import InvalidInputError, InvalidOptionError
 from kzlab.graph.options import Lowering
@@ -62,16 +63,6 @@ class StageAccuracy:
                 "ref_rms": self.ref_rms, "max_abs_err": self.max_abs_err, "note": self.note}
 
 
-def snr(out: np.ndarray, ref: np.ndarray) -> float:
-    """10 log10(sum ref^2 / sum (out - ref)^2), in float64; inf when equal."""
-    o, r = np.asarray(out, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
-    err = float(np.sum((o - r) ** 2))
-    if err == 0.0:
-        return math.inf
-    power = float(np.sum(r**2))
-    return 10.0 * math.log10(power / err) if power > 0 else -math.inf
-
-
 def stage_accuracy(test: Mapping[str, Any], ref: Mapping[str, Any], order: Sequence[str]) -> list[StageAccuracy]:
     """The SNR of each stage of `test` against `ref`, in the order given (the family's stages, then the output).
 
@@ -88,8 +79,8 @@ def stage_accuracy(test: Mapping[str, Any], ref: Mapping[str, Any], order: Seque
             rows.append(StageAccuracy(name, None, tuple(a.shape), note=f"shape {a.shape} vs the reference's {r.shape}"))
             continue
         d = a.astype(np.float64) - r.astype(np.float64)
-        rows.append(StageAccuracy(name, snr(a, r), tuple(a.shape), float(np.sqrt(np.mean(r.astype(np.float64) ** 2))),
-                                  float(np.max(np.abs(d))) if d.size else 0.0))
+        rms = float(np.sqrt(np.mean(r.astype(np.float64) ** 2)))
+        rows.append(StageAccuracy(name, snr_db(a, r), tuple(a.shape), rms, float(np.max(np.abs(d))) if d.size else 0.0))
     return rows
 
 
@@ -345,4 +336,4 @@ def compare(
 
 
 __all__ = ["DEFAULT_BOUND_DB", "Accuracy", "StageAccuracy", "compare", "first_below", "parse_run", "read_reference",
-           "snr", "stage_accuracy"]
+           "stage_accuracy"]

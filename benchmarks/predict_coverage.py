@@ -218,7 +218,7 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
 
 
 def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int,
-               loo: bool = True) -> dict[str, float]:
+               loo: bool = True, frame_counts: str = "all") -> dict[str, float]:
     """Case i predicted on the posterior of a calibration from the measured totals of two other cases (the same
     backend set and frame count, the next two lowerings): the device's assumed ranges are the prior, the CPU is
     fixed by its profile scaled to the CPU-only wall measured in turns (the predicted case's with its +-3 %)."""
@@ -229,7 +229,10 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     me = cases[i]
     peers = [c for c in cases if c["set"] == me["set"] and c["frames"] == me["frames"]]
     k = peers.index(me)
-    others = [peers[(k + 1) % len(peers)], peers[(k + 2) % len(peers)]]
+    chosen = [peers[(k + 1) % len(peers)]["label"], peers[(k + 2) % len(peers)]["label"]]
+    # the two other lowerings at every frame count measured: the frame counts tell fixed costs from rates
+    others = [c for c in cases if c["set"] == me["set"] and c["label"] in chosen] if frame_counts == "all" else \
+        [peers[(k + 1) % len(peers)], peers[(k + 2) % len(peers)]]
     s = SETS[me["set"]]
     cpu_perf = cpu_perf_of(raw)
     preds = {}
@@ -248,11 +251,11 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     # each total's noise is its own runs' spread; the model's discrepancy between lowerings is estimated by
     # leave-one-out on the two (each predicted from the other alone) and carried into the prediction
     post = infer({k: p.costs for k, p in preds.items()}, space,
-                 {"c1": others[0]["measured_ms"], "c2": others[1]["measured_ms"]}, n=draws, seed=0,
-                 noise={"c1": measured_noise(others[0]), "c2": measured_noise(others[1])}, flag_bounds=False,
+                 {f"c{j + 1}": c["measured_ms"] for j, c in enumerate(others)}, n=draws, seed=0,
+                 noise={f"c{j + 1}": measured_noise(c) for j, c in enumerate(others)}, flag_bounds=False,
                  discrepancy="loo" if loo else None)
     r = spread(post.predict(preds["c0"].costs))
-    r["from"] = f"{others[0]['label']}, {others[1]['label']}"
+    r["from"] = ", ".join(f"{c['label']} @{c['frames']}" for c in others)
     r["discrepancy"] = post.discrepancy
     return r
 
@@ -263,7 +266,8 @@ def band(pred: Any, measured: float) -> dict[str, Any]:
 
 def band_of(r: dict[str, float], measured: float) -> dict[str, Any]:
     return {"p10": r["p10"], "p50": r["p50"], "p90": r["p90"], "inside": r["p10"] <= measured <= r["p90"],
-            "width": (r["p90"] - r["p10"]) / r["p50"], "position": position(r, measured)}
+            "width": (r["p90"] - r["p10"]) / r["p50"], "position": position(r, measured),
+            "p50_error": r["p50"] / measured - 1.0}
 
 
 def position(r: dict[str, float], x: float) -> str:
@@ -378,7 +382,8 @@ def main() -> None:
     drift = [abs(r["profile_wall"] / r["cpu_only"] - 1) for r in rows]
 
     summary = ["| set | mode | cases | coverage [p10, p90] | median width | width / assumed width (median of cases) | "
-               "noise floor |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+               "p50 within +-10 % | median abs. p50 error | noise floor |",
+               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     all_modes = [*modes, "assumed (profile only)", "bench-ops (profile only)"]
     for name in [*args.backends.split(","), "all"]:
         rs = [r for r in rows if name in ("all", r["set"])]
@@ -392,8 +397,10 @@ def main() -> None:
             # the coverage a perfect model with this mode's bands would get, given how far two measurements of one
             # graph (the CPU profile, then the CPU-only decodes in turns) lie apart on this machine
             floor = 100 * sum(abs(r["profile_wall"] / r["cpu_only"] - 1) <= r[m]["width"] / 2 for r in rs) / len(rs)
+            near = 100 * sum(abs(r[m]["p50_error"]) <= 0.10 for r in rs) / len(rs)
+            err = 100 * statistics.median(abs(r[m]["p50_error"]) for r in rs)
             summary.append(f"| {name} | {m} | {len(rs)} | {cov:.0f} % | {100 * wid:.1f} % | {ratio:.3f} | "
-                           f"{floor:.0f} % |")
+                           f"{near:.0f} % | {err:.1f} % | {floor:.0f} % |")
 
     term_lines = ["| set | op | measured ms (bench-ops, all cases) | assumed roofline, fast end | slow end | "
                   "measured in [fast, slow] |", "| --- | --- | ---: | ---: | ---: | :-: |"]

@@ -106,3 +106,25 @@ def _quiet_hparam_warnings():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*metadata says.*")
         yield
+
+
+@pytest.fixture
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """A module's tests share one profile cache of their own (never the user's)."""
+    monkeypatch.setenv("KZLAB_CACHE", str(tmp_path_factory.getbasetemp() / "kzlab-cache"))
+
+
+def truth_draws(draws, values: dict[str, float]):
+    """One draw: every parameter at its stated value but those given (a synthetic truth to calibrate on)."""
+    from kzlab.analysis.predict.draws import Draws
+
+    theta = np.array([[values.get(n, draws.params[n].value) for n in draws.names]])
+    return Draws(draws.names, theta, 0, draws.params)
+
+
+def ask_whatif(model, configs: list[str], **kw):
+    """`kzlab.whatif` on the tiny decoder at 4 frames, one thread, seeded (the what-if tests' common question)."""
+    import kzlab
+
+    kw = {"frames": 4, "cpu_baseline_ms": 200.0, "draws": 400, "seed": 1, "threads": 1, **kw}
+    return kzlab.whatif(model, configs, **kw)

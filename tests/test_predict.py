@@ -48,7 +48,8 @@ def test_prediction_adds_up_and_names_its_sources(model, cpu_profile):
     assert "assumed value" in p.summary()
     d = pl.to_dict()
     assert set(d["predicted"]) >= {"total_ms", "by_backend_ms", "by_stage_ms", "copy_ms", "sync_ms", "parameters"}
-    assert all({"name", "value", "unit", "source"} <= set(q) <= {"name", "value", "unit", "source", "low", "high"}
+    assert all({"name", "value", "unit", "source"} <= set(q) <= {"name", "value", "unit", "source", "low", "high",
+                                                                "public", "public_source"}
                for q in d["predicted"]["parameters"])
     ranged = {q["name"]: q for q in d["predicted"]["parameters"] if "low" in q}
     assert "HTP.sync_us" in ranged and all(q["low"] <= q["value"] <= q["high"] for q in ranged.values())
@@ -177,17 +178,37 @@ def test_calibrate_reproduces_the_device_totals(model, cpu_profile, tmp_path):
 
 
 def test_bad_profile_toml_is_refused(tmp_path):
+    """A profile whose [perf] values are bad is refused naming the value: the HTP profiles' values live in their
+    shared base (devices/perf/hexagon-htp.toml), here written out into one file."""
     from kzlab.analysis.placement.capabilities import DIR, load
 
-    text = (DIR / "hexagon-v0.15.2.toml").read_text()
-    for bad, match in ((text.replace("sync_us = { value = 300.0", "sync_us = { value = -1.0"), "sync_us"),
-                       (text.replace("[memory]", "[memory]\nbudget_gb = 2"), "unknown key"),
-                       (text.replace("bandwidth_gbs = { value = 30.0", "bandwidth_gbs = { value = 0"), "bandwidth_gbs"),
-        (text.replace("low = 4.0, high = 62.0", "low = 40.0, high = 62.0"), "low 40 > value 30"),
-        (text.replace("low = 4.0, high = 62.0", "low = 4.0, high = 20.0"), "value 30 > high 20"),
-        (text.replace("low = 4.0, high = 62.0", "low = -1.0, high = 62.0"), "bandwidth_gbs.low"),
-        (text.replace("low = 4.0, high = 62.0", "lo = 4.0, high = 62.0"), "unknown key")):
+    own = (DIR / "hexagon-v0.15.2.toml").read_text().replace('perf_base = "hexagon-htp"', "")
+    base = (DIR / "perf" / "hexagon-htp.toml").read_text()
+    bw = "bandwidth_gbs = { value = 20.0, low = 4.0, high = 70.0"
+    assert bw in base
+    hmx = '"MUL_MAT.F16.hmx" = { value = 1000.0, low = 50.0, high = 25000.0, public = [1210.0, 20960.0]'
+    assert hmx in base
+    for bad, match in ((base.replace("sync_us = { value = 300.0", "sync_us = { value = -1.0"), "sync_us"),
+                       (base.replace("[memory]", "[memory]\nbudget_gb = 2"), "unknown key"),
+                       (base.replace(bw, bw.replace("value = 20.0", "value = 0")), "bandwidth_gbs"),
+                       (base.replace(bw, bw.replace("low = 4.0", "low = 40.0")), "low 40 > value 20"),
+                       (base.replace(bw, bw.replace("high = 70.0", "high = 10.0")), "value 20 > high 10"),
+                       (base.replace(bw, bw.replace("low = 4.0", "low = -1.0")), "bandwidth_gbs.low"),
+                       (base.replace(bw, bw.replace("low = 4.0", "lo = 4.0")), "unknown key"),
+                       # a public interval the plausible range leaves out
+                       (base.replace(hmx, hmx.replace("public = [1210.0, 20960.0]", "public = [1210.0, 30000.0]")),
+                        "public interval .* lies outside its range"),
+                       (base.replace(hmx, hmx.replace("public = [1210.0, 20960.0]", "public = [2000.0, 1210.0]")),
+                        "public: low 2000 > high 1210"),
+                       (base.replace(hmx, hmx.replace("public = [1210.0, 20960.0]", "public = 1210.0")),
+                        "expected \\[LOW, HIGH\\]"),
+                       # an unknown product path, an unknown op class
+                       (base.replace('"MUL_MAT.F16.hmx" =', '"MUL_MAT.F16.tensor" ='), "unknown path 'tensor'"),
+                       (base.replace("elementwise = {", "streaming = {"), "not an op class"),
+                       (base.replace('"MUL_MAT.F16.hvx" =', '"MULMAT.F16.hvx" ='), "MULMAT is not an op name")):
         p = tmp_path / "bad.toml"
-        p.write_text(bad)
+        p.write_text(own + "\n" + bad)
         with pytest.raises(InvalidOptionError, match=match):
             load(p)
+    p.write_text(own + "\n" + base)
+    assert load(p).perf["gflops"]["MUL_MAT.F16.hmx"]["public"] == [1210.0, 20960.0]

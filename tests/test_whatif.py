@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from conftest import TINY
+from conftest import TINY, ask_whatif, truth_draws
 
 import kzlab
-from kzlab.analysis.predict.draws import Draws
 from kzlab.analysis.predict.inference import infer
 from kzlab.analysis.predict.parameters import Parameter
 from kzlab.errors import InvalidInputError, InvalidOptionError
@@ -24,10 +22,7 @@ FRAMES = 4
 CONFIGS = ["v0.15.2=hexagon-v0.15.2", "v0.15.3=hexagon-v0.15.3", "chunk=hexagon-v0.15.2,mm_chunk=1024"]
 
 
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path_factory, monkeypatch):
-    """Every test of this module shares one profile cache of its own (never the user's)."""
-    monkeypatch.setenv("KZLAB_CACHE", str(tmp_path_factory.getbasetemp() / "kzlab-cache"))
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +31,7 @@ def model():
 
 
 def ask(model, **kw):
-    kw = {"frames": FRAMES, "cpu_baseline_ms": 200.0, "draws": 400, "seed": 1, "threads": 1, **kw}
-    return kzlab.whatif(model, CONFIGS, **kw)
+    return ask_whatif(model, CONFIGS, **kw)
 
 
 def test_contract_and_paired_draws(model):
@@ -87,11 +81,6 @@ def test_profiles_are_cached_and_the_cache_can_be_refused(model):
     assert "cached" in again.summary()
 
 
-def _truth(draws: Draws, values: dict[str, float]) -> Draws:
-    theta = np.array([[values.get(n, draws.params[n].value) for n in draws.names]])
-    return Draws(draws.names, theta, 0, draws.params)
-
-
 def test_calibration_recovers_synthetic_truth(model):
     """Totals made by chosen parameter values (four configurations at two frame counts: the splits stay, the work
     grows, so fixed costs and rates can be told apart) are calibrated on; where the result says a parameter was
@@ -112,11 +101,11 @@ def test_calibration_recovers_synthetic_truth(model):
             models[f"{name}@{frames}"] = pl.predicted.costs
             used = pl.predicted.costs.parameter_names()
             space.add([q for q in pl.predicted.parameters if q.name in used])
-    truth_values = {"HTP.sync_us": 900.0, "HTP.bandwidth_gbs": 14.0, "HTP.gflops.MUL_MAT.F32": 2.5}
-    truth = _truth(space.sample(1, 0), truth_values)
+    truth_values = {"HTP.sync_us": 900.0, "HTP.bandwidth_gbs": 14.0, "HTP.gflops.MUL_MAT.F32.hvx": 2.5}
+    truth = truth_draws(space.sample(1, 0), truth_values)
     measured = {k: float(m.evaluate(truth, parts=False)["total"][0]) for k, m in models.items()}
     post = infer(models, space, measured, n=1000, seed=4, noise=0.02)
-    assert {"HTP.sync_us", "HTP.gflops.MUL_MAT.F32"} <= set(post.identified), post.summary()
+    assert {"HTP.sync_us", "HTP.gflops.MUL_MAT.F32.hvx"} <= set(post.identified), post.summary()
     for p in post.parameters:
         true = truth_values.get(p["parameter"], space.params[p["parameter"]].value)
         if p["verdict"] == "identified":

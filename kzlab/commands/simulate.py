@@ -1,8 +1,9 @@
 """`kzlab simulate MODEL --profile hexagon-v0.15.2|PATH.toml [--frames N] [lowering options] [--weights-on htp|cpu]
 [--predict [--cpu-profile P.json] [--cpu-scale X | --cpu-baseline-ms MS] [--ops FILE ...]] [--json OUT]
-[--sched-log LOG]`: predict where ggml_backend_sched would place every node on a backend described by a capability
-profile, and with --predict how long the decode would take and whether it fits each backend's memory; with a real
-scheduler log (GGML_SCHED_DEBUG=2), print where the real one disagreed."""
+[--sched-log LOG] [--stages S] [--what-if +OP -OP hmx=0 ...]`: predict where ggml_backend_sched would place every
+node on a backend described by a capability profile (changed as a what-if), and with --predict how long the
+decode would take and whether it fits each backend's memory; with a real scheduler log (GGML_SCHED_DEBUG=2),
+print where the real one disagreed."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def register(sub) -> None:
         help=f"capability profile: a built-in one ({', '.join(names())}) or a .toml file",
     )
     p.add_argument("--frames", type=int, default=31, help="code frames of the graph (default 31)")
+    p.add_argument("--stages", metavar="S[+S...]",
+                   help="only these stages under the device's scheduler (a stage or a prefix: decoder takes "
+                   "decoder.0, decoder.1, ...); the rest runs on the CPU path")
+    p.add_argument("--what-if", nargs="+", default=[], metavar="ITEM",
+                   help="change the profile as a what-if: +OP (the device would run OP), -OP (it would not), "
+                   "NAME=VALUE for one of its options (hmx=0: GGML_HEXAGON_USE_HMX=0)")
     p.add_argument("--weights-on", default="htp", help="htp (the profile's device buffer) or cpu")
     p.add_argument("--no-op-offload", dest="op_offload", action="store_false", help="scheduler op_offload off")
     p.add_argument("--json", help="write the placement (nodes, splits, copied_bytes, ...) as JSON")
@@ -58,7 +65,20 @@ def run(args) -> int:
     from kzlab.analysis.placement import capabilities
     from kzlab.analysis.placement.simulate import simulate
 
-    capabilities.load(args.profile)  # a bad name, file or key is refused before the model is read
+    caps = capabilities.load(args.profile)  # a bad name, file or key is refused before the model is read
+    if args.what_if:
+        opts, add, remove = {}, [], []
+        for item in args.what_if:
+            if "=" in item:
+                k, _, v = item.partition("=")
+                opts[k.strip()] = v.strip()
+            elif item[:1] in "+-" and len(item) > 1:
+                (add if item[0] == "+" else remove).append(item[1:].upper())
+            else:
+                from kzlab.errors import InvalidOptionError
+
+                raise InvalidOptionError(f"--what-if {item!r}: expected +OP, -OP or NAME=VALUE")
+        caps = capabilities.with_changes(caps, opts, add, remove)
     log = None
     if args.sched_log:
         from kzlab.analysis.predict import schedlog
@@ -69,8 +89,9 @@ def run(args) -> int:
                    ops=args.ops, draws=args.draws, seed=args.seed) if wants else None
     pl = simulate(
         args.model,
-        profile=args.profile,
+        profile=caps,
         frames=args.frames,
+        stages=args.stages,
         lowering=lowering_from(args),
         weights_on=args.weights_on,
         op_offload=args.op_offload,

@@ -107,6 +107,11 @@ def whatif_html(obj: Any, index: int = 1) -> str:
         row["lowering"] = c.get("lowering", "")
         rows.append(row)
     parts.append("<h3>Configurations (predicted total, paired draws)</h3>" + table(rows))
+    needs = [{"configuration": name, f"P(<= {tms:g} ms)": f"{c['needs']['p_now']:.2f}",
+              "what reaching it with P >= 0.5 would take": c["needs"]["text"]}
+             for name, c in d["configs"].items() if tms is not None and c.get("needs")]
+    if needs:
+        parts.append("<h3>What reaching the target would take</h3>" + table(needs))
     prs = [{"A": p["a"], "B": p["b"], "P(A faster than B)": f"{p['p_a_faster']:.2f}",
             "ratio A/B p10": f"{p['ratio']['p10']:.2f}", "p50": f"{p['ratio']['p50']:.2f}",
             "p90": f"{p['ratio']['p90']:.2f}"} for p in d["pairs"]]
@@ -154,7 +159,8 @@ def calibration_html(cal: Mapping) -> str:
         parts.append(table(prm))
     flags = cal.get("flags") or []
     if flags:
-        parts += [f'<p class="flag">flag: {html.escape(f["message"])}</p>' for f in flags]
+        parts += [f'<p class="flag">flag ({html.escape(str(f.get("kind") or "flag"))}): '
+                  f'{html.escape(f["message"])}</p>' for f in flags]
     else:
         parts.append('<p class="note">no parameter was pushed outside its plausible range</p>')
     return "\n".join(parts)

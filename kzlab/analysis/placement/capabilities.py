@@ -18,7 +18,7 @@ from typing import Any
 
 from ggml import ggml as g
 
-from kzlab.analysis.placement.rules import RULES, Env, check
+from kzlab.analysis.placement.rules import PATHS, RULES, Env, check, path_of
 from kzlab.errors import InvalidOptionError
 
 DIR = Path(__file__).parent / "devices"
@@ -53,13 +53,32 @@ class Capabilities:
     memory: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    #: per op, the rule that names the kernel path a node takes (`rules.PATHS`: a product's HMX or HVX kernel)
+    paths: dict[str, list] = field(default_factory=dict)
+    #: the backend's run-time options with their values (e.g. `hmx`: GGML_HEXAGON_USE_HMX), read by rules and paths
+    options: dict[str, Any] = field(default_factory=dict)
+    #: what-if changes made to the profile as read (`+SIN`, `-CONCAT`, `hmx=false`), in the order given
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The profile's name, with its what-if changes when it has any."""
+        return self.name + (f" ({', '.join(self.changes)})" if self.changes else "")
 
     def supports_buft(self, buft: BufferType) -> bool:
         return buft.kind in self.accepts or ("host" in self.accepts and buft.host)
 
+    def kernel_path(self, t, env: Env) -> str:
+        """The kernel path a node this backend runs takes ("" where the profile names none)."""
+        desc = g.ggml_op_desc(t).decode()
+        if desc not in self.paths:
+            return ""
+        return path_of(self.paths[desc], t, _OptionsEnv(env, self.options))
+
     def refusal(self, t, env: Env) -> tuple[str, str] | None:
         """None when supports_op would return true, else (rule, reason)."""
         desc = g.ggml_op_desc(t).decode()
+        env = _OptionsEnv(env, self.options)
         why = check(self.all, t, env)
         if why:
             return why
@@ -85,6 +104,18 @@ class Capabilities:
         return batch >= self.offload_min_batch
 
 
+class _OptionsEnv:
+    """The simulator's Env with the profile's run-time options (rules read `env.options`)."""
+
+    __slots__ = ("env", "options")
+
+    def __init__(self, env: Env, options: dict[str, Any]):
+        self.env, self.options = env, options
+
+    def buffer_kind(self, t) -> str | None:
+        return self.env.buffer_kind(t)
+
+
 def names() -> list[str]:
     return sorted(p.stem for p in DIR.glob("*.toml"))
 
@@ -104,6 +135,9 @@ KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
     "perf": ((dict,), False),
     "memory": ((dict,), False),
     "calibration": ((dict,), False),
+    "paths": ((dict,), False),
+    "options": ((dict,), False),
+    "perf_base": ((str,), False),
 }
 BUFFER_KEYS = {"kind": str, "host": bool}
 
@@ -139,6 +173,17 @@ def op_names() -> frozenset[str]:
     out = {g.ggml_op_name(i).decode() for i in range(g.GGML_OP_COUNT)}
     out |= {g.ggml_unary_op_name(i).decode() for i in range(g.GGML_UNARY_OP_COUNT)}
     out |= {g.ggml_glu_op_name(i).decode() for i in range(g.GGML_GLU_OP_COUNT)}
+    return frozenset(out)
+
+
+@cache
+def type_names() -> frozenset[str]:
+    """Every type name of this ggml as a rate key spells it (F16, Q8_0, ...)."""
+    out = set()
+    for i in range(g.GGML_TYPE_COUNT):
+        name = g.ggml_type_name(i)
+        if name:
+            out.add(name.decode().upper())
     return frozenset(out)
 
 
@@ -195,31 +240,130 @@ def validate(d: dict, origin: str) -> None:
             f"capability profile {origin}: default must be 'refuse' or 'accept', not {d['default']!r}"
         )
     _check_rules(d.get("all", []), "all", origin)
-    from kzlab.analysis.predict.parameters import backend_perf, memory_budget
+    for k, v in d.get("options", {}).items():
+        if not isinstance(v, bool | int | float | str):
+            raise InvalidOptionError(f"capability profile {origin}: options.{k} must be a value, not {v!r}")
+    for op, item in d.get("paths", {}).items():
+        if op not in op_names():
+            raise InvalidOptionError(f"capability profile {origin}: paths.{op}: not an op name of this ggml")
+        pname = item[0] if isinstance(item, list) and item and isinstance(item[0], str) else None
+        if pname not in PATHS or len(item) > 2:
+            raise InvalidOptionError(f"capability profile {origin}: paths.{op}: a path rule is [name] or [name, "
+                                     f"argument] with a name of {', '.join(sorted(PATHS))}, not {item!r}")
+    from kzlab.analysis.predict.parameters import OP_CLASSES, backend_perf, memory_budget
 
-    backend_perf(str(d["backend"]), d.get("perf"), f"capability profile {origin}")  # refuses bad [perf] values
+    perf = backend_perf(str(d["backend"]), d.get("perf"), f"capability profile {origin}")  # refuses bad values
     memory_budget(d.get("memory"), f"capability profile {origin}")
     known = op_names()
+    for key in perf.gflops:
+        op, _, rest = key.partition(".")
+        ty = rest.partition(".")[0]
+        if rest and op not in known:
+            raise InvalidOptionError(f"capability profile {origin}: gflops.{key}: {op} is not an op name of this ggml")
+        if ty and ty not in type_names():
+            raise InvalidOptionError(f"capability profile {origin}: gflops.{key}: {ty} is not a ggml type")
+        if not rest and key != "default" and key not in known and key not in OP_CLASSES:
+            raise InvalidOptionError(f"capability profile {origin}: gflops.{key}: neither an op of this ggml nor an "
+                                     f"op class ({', '.join(OP_CLASSES)})")
     for op, items in d.get("ops", {}).items():
         if op not in known:
             raise InvalidOptionError(f"capability profile {origin}: ops.{op}: not an op name of this ggml")
         _check_rules(items, f"ops.{op}", origin)
 
 
+def _merge(base: dict, own: dict) -> dict:
+    """`own` over `base`, tables merged key by key (a profile's [perf.gflops] adds to or replaces the base's)."""
+    out = dict(base)
+    for k, v in own.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) and "value" not in v else v
+    return out
+
+
+def with_base(d: dict, origin: str) -> dict:
+    """A profile with its `perf_base` (devices/perf/NAME.toml: the [perf] and [memory] tables several versions of
+    one device share) merged under its own [perf] and [memory]."""
+    name = d.get("perf_base")
+    if name is None:
+        return d
+    path = DIR / "perf" / f"{name}.toml"
+    if not isinstance(name, str) or not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (DIR / "perf").glob("*.toml")))
+        raise InvalidOptionError(f"capability profile {origin}: perf_base {name!r}: not a shared table ({known})")
+    base = tomllib.loads(path.read_text())
+    unknown = set(base) - {"perf", "memory"}
+    if unknown:
+        raise InvalidOptionError(f"{path}: a perf base holds [perf] and [memory] only, not {', '.join(unknown)}")
+    out = dict(d)
+    for k in ("perf", "memory"):
+        if k in base:
+            out[k] = _merge(base[k], d.get(k, {}))
+    return out
+
+
 def load(name_or_path: str | Path) -> Capabilities:
     """A built-in profile by name (devices/*.toml) or a profile file by path (a .toml file), validated."""
     if is_path(name_or_path):
         path = Path(name_or_path)
-        d = dict(_read_path(path))
         origin = str(path)
+        d = with_base(dict(_read_path(path)), origin)
         validate(d, origin)
         d.setdefault("name", path.stem)
         d.setdefault("source", origin)
     else:
-        d = dict(_read(str(name_or_path)))
         origin = str(DIR / f"{name_or_path}.toml")
+        d = with_base(dict(_read(str(name_or_path))), origin)
         validate(d, origin)
         d.setdefault("source", origin)
     d["path"] = origin
+    d.pop("perf_base", None)
     buf = d.pop("buffer")
     return Capabilities(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)
+
+
+def _option_value(name: str, text: Any, old: Any, origin: str) -> Any:
+    """A what-if option value given as text (`hmx=0`), of the type the profile's own value has."""
+    if isinstance(old, bool):
+        t = str(text).strip().lower()
+        if t in ("1", "true", "on", "yes"):
+            return True
+        if t in ("0", "false", "off", "no"):
+            return False
+        raise InvalidOptionError(f"{origin}: option {name}={text!r}: expected on/off (1/0, true/false)")
+    try:
+        return type(old)(text)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{origin}: option {name}={text!r}: expected {type(old).__name__}") from None
+
+
+def with_changes(caps: Capabilities, options: dict[str, Any] | None = None, add: list[str] = (),
+                 remove: list[str] = ()) -> Capabilities:
+    """A what-if of a profile: run-time options set (`hmx=0`), ops added to its supports_op (`+SIN`: accepted
+    whatever their operands, but for the profile's `all` rules, such as its own buffers) or taken away
+    (`-CONCAT`: refused). Unknown options and op names are refused with the known ones; the result's `changes`
+    (and `label`) say what was changed, so that a placement never passes for the profile as read."""
+    import dataclasses
+
+    origin = f"capability profile {caps.name}"
+    new_opts = dict(caps.options)
+    changes = list(caps.changes)
+    for k, v in (options or {}).items():
+        if k not in caps.options:
+            known = ", ".join(sorted(caps.options)) or "none"
+            raise InvalidOptionError(f"{origin}: unknown option {k!r} (its options: {known})")
+        new_opts[k] = _option_value(k, v, caps.options[k], origin)
+        changes.append(f"{k}={'on' if new_opts[k] is True else 'off' if new_opts[k] is False else new_opts[k]}")
+    ops = {k: list(v) for k, v in caps.ops.items()}
+    known = op_names()
+    for op in [*add, *remove]:
+        if op not in known:
+            raise InvalidOptionError(f"{origin}: {op!r} is not an op of this ggml (known: {', '.join(sorted(known))})")
+    for op in add:
+        if op in caps.ops or caps.default == "accept":
+            raise InvalidOptionError(f"{origin}: +{op}: {caps.backend}'s supports_op already lists {op} (under its "
+                                     "own rules); +OP adds an op it does not list")
+        ops[op] = []
+        changes.append(f"+{op}")
+    for op in remove:
+        ops[op] = [["never", f"taken away as a what-if (-{op})"]]
+        changes.append(f"-{op}")
+    return dataclasses.replace(caps, options=new_opts, ops=ops, changes=changes)

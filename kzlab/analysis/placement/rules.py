@@ -27,6 +27,9 @@ class Env(Protocol):
 
 Rule = Callable[[Any, Env, Any], "str | None"]
 RULES: dict[str, Rule] = {}
+#: kernel-path rules: (tensor, env, arg) -> the path a node the backend runs takes ("hmx", "hvx", ...)
+PathRule = Callable[[Any, Env, Any], str]
+PATHS: dict[str, PathRule] = {}
 
 
 def rule(name: str) -> Callable[[Rule], Rule]:
@@ -35,6 +38,19 @@ def rule(name: str) -> Callable[[Rule], Rule]:
         return fn
 
     return deco
+
+
+def path_rule(name: str) -> Callable[[PathRule], PathRule]:
+    def deco(fn: PathRule) -> PathRule:
+        PATHS[name] = fn
+        return fn
+
+    return deco
+
+
+def options_of(env: Env) -> dict:
+    """The backend's run-time options the profile states (e.g. hmx: GGML_HEXAGON_USE_HMX), {} when none."""
+    return getattr(env, "options", None) or {}
 
 
 def src(t, i: int):
@@ -378,7 +394,7 @@ def _hvx_quant_need(t, threads: int, layout: str, tiled: bool, prefetch: int) ->
     tile_row = k // 32 * _ALIGNED_TILE[wname]
     dst_row = _up(int(t.contents.nb[1]), 128) if m <= 1 else 0
     src1 = _up(q_row * m, 256)
-    if layout == "78c531d":  # htp_mm_hvx_vtcm_layout_build
+    if layout in ("78c531d", "v0.21.0"):  # htp_mm_hvx_vtcm_layout_build
         src0 = _up(prefetch * tile_row, 256) * threads
         dst = max(dst_row, _up(k * 4, 128 * 4)) * threads
     else:  # eced84c8 htp_mm_hvx_get_vtcm_sizes
@@ -403,22 +419,23 @@ def _hvx_float_need(t, threads: int, vtcm_kernel: bool) -> int:
 
 @rule("hex_mul_mat_vtcm")
 def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
-    """0.15.3 and 78c531d: no row limit; refused when the kernel the host-side solver picks needs more VTCM than
-    the session has (ggml_hexagon_supported_mul_mat: kparams.vtcm_size > sess->vtcm_size).
+    """0.15.3 on (v0.21.0, 78c531d): no row limit; refused when the kernel the host-side solver picks needs more
+    VTCM than the session has (ggml_hexagon_supported_mul_mat: kparams.vtcm_size > sess->vtcm_size).
 
-    arg: {vtcm_bytes, threads, layout}. The session's VTCM size and thread count come from the hardware query
-    (htp_iface_hwinfo) or, when it fails, 8 MiB and 8 threads. The HVX kernels are modelled exactly as
-    ggml_hexagon_precompute_hvx_mm_params sizes them (F16/F32 weights: the all-src1-in-VTCM kernel when it fits
-    and src0 is neither batched nor permuted, else the DDR-streaming kernel; quantized weights: the tiled kernel
-    at its smallest prefetch depth, else the flat fallback); `layout` picks the quantized sizing of 0.15.3
-    ("eced84c8") or of 78c531d. NOT modelled: the HMX solver, tried first when HMX is on and the shape is
-    eligible; it only adds acceptances (an HMX fit is accepted whatever HVX needs), so a refusal here on an
-    HMX-eligible shape says so.
+    arg: {vtcm_bytes, threads, layout, hmx_src1_f32, hmx_k_max}. The session's VTCM size and thread count come from
+    the hardware query (htp_iface_hwinfo) or, when it fails, 8 MiB and 8 threads. With HMX on (the profile's
+    option `hmx`) an HMX-eligible shape takes HMX and is accepted when the HMX solver fits it (up to `hmx_k_max`);
+    the rest take the HVX kernels, sized exactly as ggml_hexagon_precompute_hvx_mm_params sizes them (F16/F32
+    weights: the all-src1-in-VTCM kernel when it fits and src0 is neither batched nor permuted, else the
+    DDR-streaming kernel; quantized weights: the tiled kernel at its smallest prefetch depth, else the flat
+    fallback); `layout` picks the quantized sizing of 0.15.3 ("eced84c8") or of v0.21.0 / 78c531d.
     """
     why = _hex_mm_types(t, env, "vtcm")
     if why:
         return why
     cfg = arg or {}
+    if _hmx_path(t, env, {**cfg, "era": "host"}):  # the HMX solver fits it: ggml_hexagon_precompute_matmul_params
+        return None
     budget = int(cfg.get("vtcm_bytes", 8 * 1024 * 1024))
     threads = int(cfg.get("threads", 8))
     layout = str(cfg.get("layout", "eced84c8"))
@@ -434,27 +451,57 @@ def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
         need, kernel = _hvx_float_need(t, threads, False), "hvx-ddr"
     if need <= budget:
         return None
-    hmx = (
-        " (HMX-eligible shape: the HMX solver is not modelled and might still fit it)" if _hmx_eligible(t, cfg) else ""
-    )
+    hmx = "" if options_of(env).get("hmx", True) else " (HMX off: GGML_HEXAGON_USE_HMX=0)"
     return f"{kernel} VTCM need {need} B > {budget} B on {threads} threads{hmx}"
 
 
-def _hmx_eligible(t, cfg: dict) -> bool:
-    """ggml_hexagon_matmul_is_hmx_eligible (non-ID MUL_MAT); cfg hmx_src1_f32: 78c531d's F32-activations-only."""
-    if not cfg.get("hmx", True):
-        return False
+def _hmx_why_not(t, cfg: dict) -> str:
+    """Why a MUL_MAT does not take HMX ("" when it does). cfg `era`: "device" (0.15.2: op_matmul decides on the
+    DSP, htp/matmul-ops.c 707321c4 lines 4710-4822) or "host" (0.15.3 on: ggml_hexagon_matmul_is_hmx_eligible,
+    ggml-hexagon.cpp eced84c8 lines 1972-2017, 8599e0ea lines 2194-2241, then the HMX VTCM solver);
+    `hmx_src1_f32`: 78c531d's F32 activations only (ggml-hexagon.cpp 78c531d4 lines 2217-2221); `hmx_k_max`: the
+    largest K the host's HMX solver fits in the session's VTCM."""
     s0, s1 = src(t, 0), src(t, 1)
     w = s0.contents.type
-    n = _up(ne(s0)[1], 32) if w in QUANT_HEX else ne(s0)[1]
-    batched = ne(s0)[2] * ne(s0)[3] > 1 or ne(s1)[2] * ne(s1)[3] > 1
-    if n % 32 or ne(s0)[0] % 32 or ne(s1)[1] <= 4:
-        return False
+    device = cfg.get("era") == "device"
+    k, n, m = ne(s0)[0], ne(s0)[1], ne(s1)[1]
+    if w not in (F16, F32) and w not in QUANT_HEX:
+        return f"src0 {tname(w)} has no HMX kernel"
+    if (n if device or w not in QUANT_HEX else _up(n, 32)) % 32:
+        return f"N = {n} not a multiple of 32"
     if cfg.get("hmx_src1_f32") and s1.contents.type != F32:
-        return False
-    if batched and w != F16:
-        return False
-    return int(s0.contents.nb[0]) <= int(s0.contents.nb[1]) and int(s1.contents.nb[0]) <= int(s1.contents.nb[1])
+        return f"src1 {tname(s1.contents.type)}: HMX takes F32 activations only"
+    kal = 256 if device and w in QUANT_HEX else 32
+    if k % kal:
+        return f"K = {k} not a multiple of {kal}"
+    if (ne(s0)[2] * ne(s0)[3] > 1 or ne(s1)[2] * ne(s1)[3] > 1) and w != F16:
+        return f"batched {tname(w)} (only F16 is batched on HMX)"
+    if int(s0.contents.nb[0]) > int(s0.contents.nb[1]) or int(s1.contents.nb[0]) > int(s1.contents.nb[1]):
+        return "a transposed operand"
+    min_rows = 32 if device else 5  # device: m_total & ~31 (matmul-ops.c:4757); host: HTP_MM_HMX_MIN_NROWS 4
+    if m < min_rows:
+        return f"src1 rows {m} < {min_rows}"
+    k_max = int(cfg.get("hmx_k_max", 0))
+    if not device and k_max and k > k_max:
+        return f"K = {k} > {k_max}, beyond what the HMX VTCM solver was found to fit"
+    return ""
+
+
+def _hmx_path(t, env: Env, cfg: dict) -> bool:
+    return bool(options_of(env).get("hmx", True)) and not _hmx_why_not(t, cfg)
+
+
+@path_rule("hex_mm_path")
+def hex_mm_path(t, env: Env, arg) -> str:
+    """The kernel a MUL_MAT the HTP accepts runs on: "hmx" (the matrix unit) or "hvx" (the vector units), as
+    `_hmx_why_not` decides for the profile's era, with HMX on unless the profile's option `hmx` is off
+    (GGML_HEXAGON_USE_HMX=0)."""
+    return "hmx" if _hmx_path(t, env, arg or {}) else "hvx"
+
+
+def path_of(item: list, t, env: Env) -> str:
+    """Run a profile's path rule ([name] or [name, argument]) on a node."""
+    return PATHS[item[0]](t, env, item[1] if len(item) > 1 else None)
 
 
 # ---- CUDA (ggml-cuda.cu ggml_backend_cuda_device_supports_op, the parts the decoder uses) --------------------

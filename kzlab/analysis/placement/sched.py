@@ -114,6 +114,9 @@ class Simulator:
         self.ids: dict[int, int] = {}
         self.cause: dict[int, str] = {}
         self._sup: dict[tuple[int, int], tuple[str, str] | None] = {}
+        #: nodes every backend but the last (the CPU) refuses, with the reason: the parts of a graph a port runs
+        #: outside the scheduler, on the CPU path
+        self.pinned: dict[int, str] = {}
 
     # ---- what the rules and the passes ask --------------------------------------------------------------------
     def buffer_kind(self, t) -> str | None:
@@ -123,7 +126,10 @@ class Simulator:
     def refusal(self, b: int, t: Tensor) -> tuple[str, str] | None:
         key = (b, t.addr)
         if key not in self._sup:
-            self._sup[key] = self.backends[b].profile.refusal(t.ptr, self)
+            if b != self.n - 1 and t.addr in self.pinned:
+                self._sup[key] = ("stages", self.pinned[t.addr])
+            else:
+                self._sup[key] = self.backends[b].profile.refusal(t.ptr, self)
         return self._sup[key]
 
     def supports_op(self, b: int, t: Tensor) -> bool:

@@ -64,6 +64,8 @@ class NodePlacement:
     src_types: list[str] = field(default_factory=list)
     flops: int = 0
     bytes: int = 0
+    #: the kernel path the node takes on its backend where the profile names one (a product's "hmx" or "hvx")
+    path: str = ""
 
 
 @dataclass
@@ -233,11 +235,12 @@ def describe(res: Result, sim: Simulator, layers) -> tuple[list[NodePlacement], 
         op = g.ggml_op_desc(t.ptr).decode()
         out = _info(t.ptr)
         srcs = [_info(sp) for sp in t.srcs]
+        kernel = res.backends[b].profile.kernel_path(t.ptr, sim) if b != len(bname) - 1 else ""
         nodes.append(
             NodePlacement(
                 t.name, op, paths[i], stages[i], bname[b], reason, cause, refused,
                 ne=out.ne, type=out.type, src_ne=[x.ne for x in srcs], src_types=[x.type for x in srcs],
-                flops=op_flops(op, out, srcs), bytes=op_bytes(op, out, srcs),
+                flops=op_flops(op, out, srcs), bytes=op_bytes(op, out, srcs), path=kernel,
             )
         )
     splits = [
@@ -319,6 +322,40 @@ def conv_verdicts(nodes: list[NodePlacement], sim: Simulator, layers, low: Lower
     return out
 
 
+def stage_selection(stages: list[str] | str | None) -> list[str] | None:
+    """`stages` as a list of names (a string may join several with `+`), None for all."""
+    if stages is None:
+        return None
+    items = stages.split("+") if isinstance(stages, str) else list(stages)
+    items = [str(x).strip() for x in items if str(x).strip()]
+    if not items:
+        raise InvalidOptionError(f"stages={stages!r}: name one stage or more (e.g. stages=decoder)")
+    return items
+
+
+def in_stages(stage: str, selection: list[str]) -> bool:
+    """A stage is selected by its own name or by a prefix of it that ends at a dot (`decoder` selects `decoder.2`)."""
+    return any(stage == s or stage.startswith(s + ".") for s in selection)
+
+
+def _pin_outside(sim: Simulator, layers, stages: list[str] | str | None) -> list[str] | None:
+    """Refuse the device backends every node outside the selected stages (they run on the CPU path)."""
+    selection = stage_selection(stages)
+    if selection is None:
+        return None
+    _, node_stages = stage_of_nodes([t.name for t in sim.nodes], layers)
+    known = list(dict.fromkeys(node_stages))
+    bad = [s for s in selection if not any(in_stages(k, [s]) for k in known)]
+    if bad:
+        kind = known[-1].split(".")[0]
+        raise InvalidOptionError(f"stages: {', '.join(bad)} is not a stage of this graph (its stages: "
+                                 f"{', '.join(known)}; a prefix such as {kind} takes all of its kind)")
+    why = f"outside the stages under the scheduler ({'+'.join(selection)}): runs on the CPU path"
+    outside = [t.addr for t, st in zip(sim.nodes, node_stages, strict=True) if not in_stages(st, selection)]
+    sim.pinned = dict.fromkeys(outside, why)
+    return selection
+
+
 # ---- the entry point ---------------------------------------------------------------------------------------------
 def simulate(
     model_or_path: Model | str | Path,
@@ -330,6 +367,7 @@ def simulate(
     layout: str | None = None,
     backends: list[tuple[str, str | Capabilities, str]] | None = None,
     predict: Any = None,
+    stages: list[str] | str | None = None,
     **lowering_kw: Any,
 ) -> Placement:
     """Predict ggml_backend_sched's placement of the decoder graph on `profile`'s backend + the CPU.
@@ -339,6 +377,9 @@ def simulate(
     `backends` replaces the profile's pair by an explicit list [(name, profile, buffer type id), ...], CPU last.
     `predict`: True, or a dict / `PredictOptions` (cpu_profile, cpu_scale, cpu_baseline_ms, ops, perf), adds the
     predicted time (`Placement.predicted`) and each backend's memory (`Placement.memory`).
+    `stages`: the stages put under the device's scheduler (a stage name, or a prefix of stage names: `decoder`
+    takes `decoder.0`, `decoder.1`, ...); every other stage runs on the CPU path, as a port that schedules one
+    part of the decoder runs it (its nodes are refused by the device backends, rule `stages`). None: all.
     Nothing is allocated or computed.
     """
     options = PredictOptions.of(predict)
@@ -358,13 +399,17 @@ def simulate(
     try:
         buffers = {addr(t): Buffer(wbuft, True) for t in gr.weights.tensors.values()}
         sim = Simulator(gr.gf, backends, buffers, op_offload)
+        sched_stages = _pin_outside(sim, gr.layers, stages)
         res = sim.run()
         nodes, splits = describe(res, sim, gr.layers)
         convs = conv_verdicts(nodes, sim, gr.layers, low, backends[0].name)
         cfg = {
             "model": str(model_or_path) if not isinstance(model_or_path, Model) else str(model.path),
-            "profile": backends[0].profile.name,
+            "profile": backends[0].profile.label,
             "profile_source": backends[0].profile.source,
+            "profile_changes": list(backends[0].profile.changes),
+            "profile_options": dict(backends[0].profile.options),
+            "sched_stages": sched_stages,
             "backends": [b.name for b in backends],
             "frames": frames,
             "mode": low.mode,

@@ -60,6 +60,8 @@ class Calibration:
 def _toml_value(v: Any) -> str:
     if isinstance(v, dict):  # an inline table (a range, or a table of rates)
         return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):

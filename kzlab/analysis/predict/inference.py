@@ -49,6 +49,74 @@ MISSING_COST = {
 }
 
 
+#: costs a model can lack that make a device rate look slower (or a fixed cost larger) than measured in public:
+#: what a calibration that contradicts a public figure may stand for, in the order worth checking
+PUBLIC_CANDIDATES = {
+    "gflops.MUL_MAT": [
+        "operands converted and re-tiled per call beyond the bytes the roofline counts (F32 activations to F16, "
+        "weights to HMX tiles)",
+        "products the matrix unit refuses (too few rows, alignment) running on HVX or on the CPU",
+        "a wake-up or queue round trip per op batch larger than launch_us / sync_us allow",
+        "CPU ops reading weights or activations from the host-mapped HTP buffer (uncached)",
+        "more bytes crossing between CPU and NPU than the split inputs (weights re-copied, cache maintenance of "
+        "whole buffers)",
+    ],
+    "gflops": [
+        "the op on a slower path than the public figure's (unaligned rows, F32 conversions, a scalar fallback)",
+        "a per-op cost larger than launch_us allows",
+        "bytes crossing between CPU and NPU that the model does not count",
+    ],
+    "bandwidth_gbs": [
+        "the op on the DDR path or unaligned rows where the public figure ran from VTCM",
+        "a per-op cost larger than launch_us allows, for small ops",
+        "cache maintenance or copies over whole buffers rather than the bytes crossing",
+    ],
+    "launch_us": [
+        "ops each waiting for the DSP instead of running as a batch",
+        "per-op repacking or conversion of an operand",
+    ],
+}
+PUBLIC_COMMAND = ("GGML_HEXAGON_PROFILE=1 GGML_SCHED_DEBUG=2 <the measured decode> 2> htp-profile.log; then "
+                  "`--ops htp-profile.log`: each op's own time on the HTP, which totals cannot give, tells a slow "
+                  "rate from a cost the model lacks")
+
+
+def public_candidates(name: str) -> list[str]:
+    for key in sorted(PUBLIC_CANDIDATES, key=len, reverse=True):
+        if key in name:
+            return list(PUBLIC_CANDIDATES[key])
+    return [missing_cost(name)]
+
+
+#: how far (as a factor) a posterior median may lie from a public interval before it contradicts it, when its
+#: [p10, p90] still touches it
+PUBLIC_FACTOR = 10.0
+
+
+def public_conflict(name: str, p: Parameter, q10: float, q50: float, q90: float) -> dict[str, Any] | None:
+    """A flag when a posterior contradicts what has been measured in public: its [p10, p90] lies outside the
+    parameter's public interval, or its median lies PUBLIC_FACTOR times or more away from it."""
+    if p.public is None:
+        return None
+    lo, hi = p.public
+    if q50 < lo:
+        side, factor = "below", lo / q50
+    elif q50 > hi:
+        side, factor = "above", q50 / hi
+    else:
+        return None
+    if not (q90 < lo or q10 > hi or factor >= PUBLIC_FACTOR):
+        return None
+    cands = public_candidates(name)
+    msg = (f"{name} contradicts public measurements: the totals put it at p50 {q50:.4g} {p.unit} (p10 {q10:.4g}, "
+           f"p90 {q90:.4g}), {factor:.3g}x {side} what has been measured in public ({lo:.4g}-{hi:.4g} {p.unit}: "
+           f"{p.public_source}). Not a finding about the device: the model likely lacks a cost that the totals "
+           "put on this parameter; candidates: " + "; ".join(cands) + f". Tells them apart: {PUBLIC_COMMAND}")
+    return {"parameter": name, "kind": "contradicts_public", "public": [lo, hi], "public_source": p.public_source,
+            "posterior": {"p10": q10, "p50": q50, "p90": q90}, "side": side, "factor": factor,
+            "candidates": cands, "command": PUBLIC_COMMAND, "message": msg}
+
+
 #: what an identification from totals alone rests on
 CAVEAT = ("a parameter identified from totals alone carries any cost the model lacks; the next measurement that "
           "times it directly confirms it")
@@ -138,8 +206,34 @@ def _resample(w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.minimum(np.searchsorted(np.cumsum(w), u), w.size - 1)
 
 
+def split_key(key: str) -> tuple[str, str]:
+    """A measurement's key: `CONFIG` (a whole decode) or `CONFIG:STAGE` (the stages named so: a stage or a prefix
+    of stage names, as `decoder` takes `decoder.0`, `decoder.1`, ...)."""
+    config, _, stage = key.partition(":")
+    return config, stage
+
+
+def stage_columns(model: CostModel, stage: str, key: str) -> list[int]:
+    """The columns of `model`'s per-stage times that a measurement of `stage` covers (refused when none)."""
+    cols = [i for i, s in enumerate(model.stages) if s == stage or s.startswith(stage + ".")]
+    if not cols:
+        raise InvalidInputError(f"measured {key}: {stage!r} is no stage of that configuration (its stages: "
+                                f"{', '.join(model.stages)}; a prefix takes all of its kind)")
+    return cols
+
+
 def _price(models: dict[str, CostModel], measured: dict[str, float], draws: Draws) -> dict[str, np.ndarray]:
-    return {k: models[k].evaluate(draws, parts=False)["total"] for k in measured}
+    out: dict[str, np.ndarray] = {}
+    parts: dict[str, dict[str, np.ndarray]] = {}
+    for k in measured:
+        config, stage = split_key(k)
+        if not stage:
+            out[k] = models[config].evaluate(draws, parts=False)["total"]
+            continue
+        if config not in parts:
+            parts[config] = models[config].evaluate(draws, parts=True)
+        out[k] = parts[config]["by_stage"][:, stage_columns(models[config], stage, k)].sum(axis=1)
+    return out
 
 
 def _noises(noise: float | dict[str, float], measured: dict[str, float]) -> dict[str, float]:
@@ -162,7 +256,7 @@ def leave_one_out(models: dict[str, CostModel], space: ParameterSpace, measured:
     for k in measured:
         rest = {j: v for j, v in measured.items() if j != k}
         post = infer(models, space, rest, n, seed, {j: noise[j] for j in rest}, flag_bounds=False)
-        pred = float(np.median(models[k].evaluate(post.draws, parts=False)["total"]))
+        pred = float(np.median(_price(models, {k: measured[k]}, post.draws)[k]))
         out[k] = float(np.log(measured[k] / pred))
     return out
 
@@ -179,8 +273,11 @@ def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[st
     "loo" estimates it from the data: with two or more totals, each is predicted from a calibration on the
     others alone (leave-one-out) and the discrepancy is the root mean square of those log errors. None: 0."""
     for k, v in measured.items():
-        if k not in models:
+        config, stage = split_key(k)
+        if config not in models:
             raise InvalidInputError(f"measured {k}={v}: no configuration of that name ({', '.join(models)})")
+        if stage:
+            stage_columns(models[config], stage, k)
         if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
             raise InvalidInputError(f"measured total {k}={v!r}: expected a time in ms > 0")
     noises = _noises(noise, measured)
@@ -216,6 +313,7 @@ def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[st
         reproduced[k] = {"measured": float(m), **{q: s[q] for q in ("p10", "p50", "p90")},
                          "prior_min": float(totals[k].min()), "prior_max": float(totals[k].max())}
     params = []
+    public_flags: list[dict[str, Any]] = []
     for name in space.uncertain:
         p = space.params[name]
         lp, hp = np.log(p.low), np.log(p.high)
@@ -224,24 +322,31 @@ def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[st
         q5, q95 = np.percentile(x, [5, 95])
         shrink = float((q90 - q10) / (0.8 * (hp - lp)))
         verdict = "identified" if shrink < IDENTIFIED else ("narrowed" if shrink < 0.8 else "prior")
+        conflict = public_conflict(name, p, *(float(np.exp(q)) for q in (q10, q50, q90)))
+        if conflict is not None and verdict != "prior":  # never "identified" against public measurements
+            verdict = "contradicts public"
+            public_flags.append(conflict)
         if ess < MIN_ESS:  # a handful of draws: their spread says nothing about what the totals identify
             verdict = "unreliable"
         at_low = float(np.mean(x < lp + EDGE * (hp - lp)))
         at_high = float(np.mean(x > hp - EDGE * (hp - lp)))
         params.append({"parameter": name, "verdict": verdict, "value": p.value, "low": p.low, "high": p.high,
+                       "public": list(p.public) if p.public is not None else None,
                        "p10": float(np.exp(q10)), "p50": float(np.exp(q50)), "p90": float(np.exp(q90)),
                        "range_low": float(np.exp(q5)), "range_high": float(np.exp(q95)), "shrink": shrink,
                        "at_low": at_low, "at_high": at_high})
     flags = []
     for k, r in reproduced.items():
         if not r["prior_min"] <= r["measured"] <= r["prior_max"]:
-            flags.append({"parameter": None, "config": k, "message":
+            flags.append({"parameter": None, "kind": "outside_prior", "public": None, "config": k, "message":
                           f"{k}: the measured {r['measured']:.0f} ms lies outside everything the ranges allow "
                           f"({r['prior_min']:.0f}..{r['prior_max']:.0f} ms): the model lacks a cost, or a range "
                           "is wrong"})
     if ess < MIN_ESS:
-        flags.append({"parameter": None, "config": None, "message":
+        flags.append({"parameter": None, "kind": "few_draws", "public": None, "config": None, "message":
                       f"only {ess:.0f} effective draws reproduce the totals: they sit at the edge of the ranges"})
+    if ess >= MIN_ESS:
+        flags += public_flags
     if flag_bounds:
         for p in params:
             side = "low" if p["at_low"] > 5 * EDGE else ("high" if p["at_high"] > 5 * EDGE else None)
@@ -260,7 +365,7 @@ def _bound_flag(models: dict[str, CostModel], space: ParameterSpace, measured: d
     old = space.params[name]
     low, high = (old.low / WIDEN, old.high) if side == "low" else (old.low, old.high * WIDEN)
     wide = ParameterSpace(dict(space.params))
-    wide.params[name] = Parameter(old.name, old.value, old.unit, old.source, low, high)
+    wide.params[name] = old.with_range(low, high)
     post = infer(models, wide, measured, n, seed, noise, flag_bounds=False)
     med = float(np.median(post.draws.column(name)))
     bound = old.low if side == "low" else old.high
@@ -271,5 +376,6 @@ def _bound_flag(models: dict[str, CostModel], space: ParameterSpace, measured: d
            f"{EDGE:.0%} of its range); with the bound widened x{WIDEN:g} the totals put it at {med:.4g} "
            f"{old.unit}" + (f", {where}" if beyond else ", inside its range") +
            f". A value outside the plausible range would stand for {missing_cost(name)}")
-    return {"parameter": name, "side": side, "bound": bound, "widened_p50": med,
+    return {"parameter": name, "kind": "at_bound", "public": list(old.public) if old.public else None,
+            "side": side, "bound": bound, "widened_p50": med,
             "factor": factor if beyond else 1.0, "message": msg}

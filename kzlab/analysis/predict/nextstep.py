@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kzlab.analysis.predict.parameters import OP_CLASSES
 from kzlab.analysis.predict.timing import field_of
 
 
@@ -26,6 +27,8 @@ class MeasureContext:
     #: per rate parameter, the op of this graph that spends the most under it: (op, src types, src shapes)
     heaviest: dict[str, tuple[str, list[str], list[tuple[int, ...]]]] = field(default_factory=dict)
     ops_by_param: dict[str, list[str]] = field(default_factory=dict)
+    #: per bandwidth parameter, the ops of this graph it prices
+    ops_by_bandwidth: dict[str, list[str]] = field(default_factory=dict)
     splits: dict[str, int] = field(default_factory=dict)
 
 
@@ -47,20 +50,21 @@ def context_from(placements: dict[str, Any], device: str = "HTP0", frames: int =
         for n in roof:
             by_name.setdefault(n.name, n)
         rows = [r for r in pred.nodes if r["how"] == "roofline"]
-        for r, rate in zip(rows, cm.roof_rate_p, strict=False):
+        for r, rate, bw in zip(rows, cm.roof_rate_p, cm.roof_bw_p, strict=False):
             n = by_name.get(r["name"])
             if n is None:
                 continue
-            ctx.ops_by_param.setdefault(rate, [])
-            if n.op not in ctx.ops_by_param[rate]:
-                ctx.ops_by_param[rate].append(n.op)
+            for table, key in ((ctx.ops_by_param, rate), (ctx.ops_by_bandwidth, bw)):
+                if n.op not in table.setdefault(key, []):
+                    table[key].append(n.op)
             if r["ms"] > best.get(rate, (-1.0, None))[0]:
                 best[rate] = (r["ms"], (n.op, list(n.src_types), [tuple(x) for x in n.src_ne]))
     ctx.heaviest = {k: v[1] for k, v in best.items()}
     return ctx
 
 
-def _decode(ctx: MeasureContext, config: str, env: str = "", frames: int | None = None) -> str:
+def decode_command(ctx: MeasureContext, config: str, env: str = "", frames: int | None = None) -> str:
+    """The placeholder of a decode the user runs on the device, naming the configuration."""
     f = frames or ctx.frames
     what = ctx.configs.get(config, config)
     return f"{env + ' ' if env else ''}<your decode of {f} frames, configuration {config!r}: {what}>"
@@ -73,7 +77,7 @@ def command_for(parameter: str, ctx: MeasureContext, config: str) -> tuple[str, 
     kind = parameter.split(".", 1)[1] if "." in parameter else parameter
     if kind.startswith("gflops."):
         op_key = kind[len("gflops."):]
-        op = op_key.split(".")[0] if op_key != "default" else None
+        op = op_key.split(".")[0] if op_key != "default" and op_key not in OP_CLASSES else None
         ops = [op] if op else ctx.ops_by_param.get(parameter, [])[:4] or ["SOFT_MAX", "RMS_NORM"]
         heavy = ctx.heaviest.get(parameter)
         shape = ""
@@ -82,32 +86,35 @@ def command_for(parameter: str, ctx: MeasureContext, config: str) -> tuple[str, 
             shape = f" (this graph's largest: type_a={heavy[1][0].lower()}, type_b={heavy[1][1].lower()}, " \
                     f"m={a[1]}, n={b[1]}, k={a[0]})"
         type_filter = f' -p "type_a={op_key.split(".")[1].lower()}"' if op and "." in op_key else ""
-        cmd = (f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> htp-profile.log; "
+        cmd = (f"GGML_HEXAGON_PROFILE=1 {decode_command(ctx, config)} 2> htp-profile.log; "
                f"test-backend-ops perf -b {dev} -o {','.join(ops)}{type_filter} --output sql > htp-ops.sql")
         return cmd, f"--ops htp-profile.log htp-ops.sql: times {', '.join(ops)} on the device{shape}"
-    if kind == "bandwidth_gbs":
-        ops = [o for o in ctx.ops_by_param.get(parameter, []) if o != "MUL_MAT"][:4] or ["ADD", "MUL", "CONCAT"]
+    if kind.startswith("bandwidth_gbs"):
+        cls = kind.partition(".")[2]
+        ops = [o for o in ctx.ops_by_bandwidth.get(parameter, []) if o != "MUL_MAT"][:4] or \
+            list(OP_CLASSES.get(cls, ("ADD", "MUL", "CONCAT")))[:3]
         cmd = f"test-backend-ops perf -b {dev} -o {','.join(ops)} --output sql > htp-stream.sql"
         return cmd, "--ops htp-stream.sql: the streaming ops' GB/s on the device"
     if kind in ("launch_us", "sync_us"):
         short = max(1, ctx.frames // 4)
-        cmd = (f"GGML_SCHED_DEBUG=2 GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> sched-{ctx.frames}.log; "
-               f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config, frames=short)} 2> sched-{short}.log")
+        cmd = (f"GGML_SCHED_DEBUG=2 GGML_HEXAGON_PROFILE=1 {decode_command(ctx, config)} 2> sched-{ctx.frames}.log; "
+               f"GGML_HEXAGON_PROFILE=1 {decode_command(ctx, config, frames=short)} 2> sched-{short}.log")
         return cmd, (f"--measured {config}=MS at {ctx.frames} and {short} frames: the same {ctx.splits.get(config, 0)} "
                      "splits with a quarter of the work; the fixed part of the total is dispatch and split costs "
                      "(the logs give the splits and each op's HTP time)")
     if kind in ("copy_gbs", "cache_gbs"):
-        cmd = (f"{_decode(ctx, config)}; GGML_HEXAGON_OPFILTER='CONCAT|PAD|CONT|CPY' {_decode(ctx, config)}")
+        run = decode_command(ctx, config)
+        cmd = f"{run}; GGML_HEXAGON_OPFILTER='CONCAT|PAD|CONT|CPY' {run}"
         return cmd, (f"--measured {config}=MS for both: the ops at the split boundaries moved to the CPU change "
                      "the bytes crossing between the CPU and the NPU, not the products")
     if kind == "baseline_ms":
-        cmd = f"GGML_HEXAGON_OPFILTER='.*' {_decode(ctx, config)}  # 5 times, the median"
+        cmd = f"GGML_HEXAGON_OPFILTER='.*' {decode_command(ctx, config)}  # 5 times, the median"
         return cmd, "--cpu-baseline-ms MS: the CPU-only total again, under the same clocks and threads"
     if kind == "matmul_skew":
         cmd = "test-backend-ops perf -b CPU -o MUL_MAT --output sql > cpu-mm-device.sql"
         return cmd, ("compare with `kzlab bench-ops MODEL --backend cpu` here: the device CPU's products against "
                      "this machine's")
     if kind == "measured_ops":
-        return f"GGML_HEXAGON_PROFILE=1 {_decode(ctx, config)} 2> htp-profile.log", \
+        return f"GGML_HEXAGON_PROFILE=1 {decode_command(ctx, config)} 2> htp-profile.log", \
             "--ops htp-profile.log: the ops timed inside the decode instead of alone"
-    return _decode(ctx, config), f"--measured {config}=MS"
+    return decode_command(ctx, config), f"--measured {config}=MS"

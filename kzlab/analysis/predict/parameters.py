@@ -34,6 +34,34 @@ DEFAULT_SOURCE = "assumed: kzlab default, a decade either way of a round number 
 #: the run-to-run spread given to a measured value (a decode or an op timed on a shared machine or device)
 MEASURED_SPREAD = 0.03
 
+#: ops grouped by what bounds them on a device, so that one rate or bandwidth per class serves every op of the class
+#: and what two lowerings measure carries to a third with another op mix. An op's rate is looked up as OP.TYPE.PATH,
+#: OP.TYPE, OP, its class, then `default`; its bandwidth as its class, then `bandwidth_gbs`.
+OP_CLASSES: dict[str, tuple[str, ...]] = {
+    # one pass over the operands, a few FLOPs an element
+    "elementwise": ("ADD", "ADD1", "ADD_ID", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "NEG", "ABS", "SGN",
+                    "STEP", "CLAMP", "ACC", "RELU", "LEAKY_RELU", "FILL"),
+    # contiguous copies: memcpy-like loops
+    "copy": ("CPY", "CONT", "DUP", "CONCAT", "PAD", "REPEAT", "GET_ROWS", "SET", "SET_ROWS", "ROLL"),
+    # gathers and scatters with index arithmetic per element (im2col, col2im)
+    "gather": ("IM2COL", "IM2COL_3D", "COL2IM_1D", "PAD_REFLECT_1D"),
+    # a reduction over each row, then a pass over it (norms, softmax, rope's per-row tables)
+    "norm": ("NORM", "RMS_NORM", "L2_NORM", "GROUP_NORM", "SOFT_MAX", "SUM_ROWS", "SUM", "MEAN", "ARGMAX",
+             "ARGSORT", "CUMSUM", "ROPE"),
+    # a polynomial or table per element (exp, sin, tanh, the activations and gated units built on them)
+    "transcendental": ("EXP", "EXPM1", "LOG", "SIN", "COS", "TANH", "SIGMOID", "SILU", "GELU", "GELU_ERF",
+                       "GELU_QUICK", "SOFTPLUS", "ELU", "HARDSIGMOID", "HARDSWISH", "SWIGLU", "SWIGLU_OAI", "GEGLU",
+                       "GEGLU_ERF", "GEGLU_QUICK", "REGLU"),
+}
+OP_CLASS = {op: cls for cls, ops in OP_CLASSES.items() for op in ops}
+#: the paths a product can take on a device, as a placement record names them (`NodePlacement.path`)
+PRODUCT_PATHS = ("hmx", "hvx")
+
+
+def op_class(op: str) -> str:
+    """The class of an op (`OP_CLASSES`), or "" for a compute op of its own (products, convolutions)."""
+    return OP_CLASS.get(op, "")
+
 
 def observed_spread(values: Any) -> float | None:
     """The run-to-run spread of repeated measurements of one thing: the largest relative deviation of a run from
@@ -49,9 +77,9 @@ def observed_spread(values: Any) -> float | None:
 
 
 RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew")
-PERF_KEYS = {"source", "sources", "gflops", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
+PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
 MEMORY_KEYS = {"source", "budget_bytes"}
-RANGE_KEYS = {"value", "low", "high", "source"}
+RANGE_KEYS = {"value", "low", "high", "source", "public", "public_source"}
 UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x"}
 
 
@@ -65,6 +93,10 @@ class Parameter:
     source: str
     low: float | None = None
     high: float | None = None
+    #: what has been measured in public for this value (apart from its plausible range [low, high]), with its
+    #: source: a calibrated value far outside it means the model lacks a cost, not that the device is that slow
+    public: tuple[float, float] | None = None
+    public_source: str = ""
 
     @property
     def assumed(self) -> bool:
@@ -78,16 +110,24 @@ class Parameter:
         d: dict[str, Any] = {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
         if self.uncertain:
             d["low"], d["high"] = self.low, self.high
+        if self.public is not None:
+            d["public"], d["public_source"] = list(self.public), self.public_source
         return d
 
     def text(self) -> str:
         v = f"{self.value:.4g}" if isinstance(self.value, float) else str(self.value)
         rng = f" [{self.low:.4g} .. {self.high:.4g}]" if self.uncertain else ""
-        return f"{self.name} = {v}{rng} {self.unit}  [{self.source}]"
+        pub = f" (public: {self.public[0]:.4g} .. {self.public[1]:.4g})" if self.public is not None else ""
+        return f"{self.name} = {v}{rng}{pub} {self.unit}  [{self.source}]"
 
     def with_spread(self, rel: float = MEASURED_SPREAD) -> Parameter:
         """This value with a narrow range of +-rel (a measured or calibrated value's run-to-run spread)."""
-        return Parameter(self.name, self.value, self.unit, self.source, self.value * (1 - rel), self.value * (1 + rel))
+        return Parameter(self.name, self.value, self.unit, self.source, self.value * (1 - rel), self.value * (1 + rel),
+                         self.public, self.public_source)
+
+    def with_range(self, low: float, high: float) -> Parameter:
+        """This parameter drawn over another range (a widened bound, a what-if), its public interval kept."""
+        return Parameter(self.name, self.value, self.unit, self.source, low, high, self.public, self.public_source)
 
 
 def _number(v: Any, what: str, where: str, positive: bool = True) -> float:
@@ -118,7 +158,35 @@ def ranged(v: Any, name: str, unit: str, source: str, what: str, where: str, pos
     src = v.get("source", source)
     if not isinstance(src, str) or not src:
         raise InvalidOptionError(f"{where}: {what}.source must be a non-empty string")
-    return Parameter(name, value, unit, src, low if high > low else None, high if high > low else None)
+    public, public_source = _public(v, what, where, low, high, unit)
+    return Parameter(name, value, unit, src, low if high > low else None, high if high > low else None, public,
+                     public_source)
+
+
+def _public(v: dict[str, Any], what: str, where: str, low: float, high: float,
+            unit: str) -> tuple[tuple[float, float] | None, str]:
+    """A range's `public = [LOW, HIGH]` interval (what has been measured in public) and its `public_source`:
+    two numbers > 0, LOW <= HIGH, inside the plausible range [low, high] (a public figure the range leaves out
+    means the range is wrong), and a source."""
+    if "public" not in v:
+        if "public_source" in v:
+            raise InvalidOptionError(f"{where}: {what} has a public_source without a public interval")
+        return None, ""
+    pub = v["public"]
+    if not isinstance(pub, list) or len(pub) != 2:
+        raise InvalidOptionError(f"{where}: {what}.public = {pub!r}; expected [LOW, HIGH], what has been measured "
+                                 "in public")
+    lo, hi = (_number(x, f"{what}.public", where) for x in pub)
+    if lo > hi:
+        raise InvalidOptionError(f"{where}: {what}.public: low {lo:g} > high {hi:g}")
+    if lo < low or hi > high:
+        raise InvalidOptionError(
+            f"{where}: {what}: the public interval [{lo:g}, {hi:g}] {unit} lies outside its range [{low:g}, {high:g}]:"
+            " a range must hold what has been measured in public; widen the range")
+    src = v.get("public_source", "")
+    if not isinstance(src, str) or not src:
+        raise InvalidOptionError(f"{where}: {what}.public needs a public_source (the PR, issue or source line)")
+    return (lo, hi), src
 
 
 @dataclass
@@ -126,8 +194,11 @@ class BackendPerf:
     """How fast one backend runs a node, and what a split on it costs (roofline + fixed costs)."""
 
     backend: str
-    gflops: dict[str, Parameter] = field(default_factory=dict)  # "default", "OP" or "OP.TYPE" (e.g. MUL_MAT.F16)
+    #: "default", a class of OP_CLASSES, "OP", "OP.TYPE" or "OP.TYPE.PATH" (e.g. MUL_MAT.F16.hmx)
+    gflops: dict[str, Parameter] = field(default_factory=dict)
     bandwidth_gbs: Parameter | None = None
+    #: the bandwidth of an op class where it has one of its own (else `bandwidth_gbs`)
+    bandwidth: dict[str, Parameter] = field(default_factory=dict)
     launch_us: Parameter | None = None
     sync_us: Parameter | None = None
     copy_gbs: Parameter | None = None
@@ -139,15 +210,21 @@ class BackendPerf:
     #: the bytes crossing between this backend and the CPU pay cache maintenance (shared, non-coherent buffers)
     cache_maintenance: bool = False
 
-    def rate(self, op: str, type_name: str) -> Parameter:
-        """GFLOP/s for `op` on operands of `type_name`: OP.TYPE, else OP, else the default."""
-        for key in (f"{op}.{type_name}", op, "default"):
+    def rate(self, op: str, type_name: str, path: str = "") -> Parameter:
+        """GFLOP/s for `op` on operands of `type_name` taking `path` (a product's HMX or HVX kernel): OP.TYPE.PATH,
+        OP.TYPE, OP, the op's class, else the default."""
+        keys = ([f"{op}.{type_name}.{path}"] if path else []) + [f"{op}.{type_name}", op, op_class(op), "default"]
+        for key in keys:
             if key in self.gflops:
                 return self.gflops[key]
         raise AssertionError("a BackendPerf always has a default rate")
 
+    def bandwidth_for(self, op: str) -> Parameter:
+        """GB/s of an op's memory traffic: its class's bandwidth, else the backend's."""
+        return self.bandwidth.get(op_class(op)) or self.bandwidth_gbs
+
     def parameters(self) -> list[Parameter]:
-        out = list(self.gflops.values())
+        out = list(self.gflops.values()) + list(self.bandwidth.values())
         fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew)
         out += [p for p in fixed if p is not None]
         return out
@@ -177,8 +254,19 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
     if not isinstance(rates, dict):
         raise InvalidOptionError(f"{where}: [perf] gflops must be a number or a table of OP = GFLOP/s")
     for key, v in rates.items():
+        check_rate_key(str(key), where)
         out.gflops[key] = ranged(v, f"{backend}.gflops.{key}", "GFLOP/s", sources.get("gflops", src),
                                  f"gflops.{key}", where)
+    bws = perf.get("bandwidth", {})
+    if not isinstance(bws, dict):
+        raise InvalidOptionError(f"{where}: [perf] bandwidth must be a table of CLASS = GB/s "
+                                 f"(classes: {', '.join(OP_CLASSES)})")
+    for key, v in bws.items():
+        if key not in OP_CLASSES:
+            raise InvalidOptionError(f"{where}: [perf] bandwidth.{key}: not an op class (known: "
+                                     f"{', '.join(OP_CLASSES)}); the backend's own is bandwidth_gbs")
+        out.bandwidth[key] = ranged(v, f"{backend}.bandwidth_gbs.{key}", "GB/s", sources.get("bandwidth_gbs", src),
+                                    f"bandwidth.{key}", where)
     if "default" not in out.gflops:
         v, lo, hi, unit = DEFAULTS["gflops"]
         out.gflops["default"] = Parameter(f"{backend}.gflops.default", v, unit, DEFAULT_SOURCE, lo, hi)
@@ -194,6 +282,21 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
             p = None
         setattr(out, key, p)
     return out
+
+
+def check_rate_key(key: str, where: str) -> None:
+    """A `[perf.gflops]` key: `default`, an op class, OP, OP.TYPE or OP.TYPE.PATH with PATH one of PRODUCT_PATHS
+    (op and type names are checked against ggml where the profile is validated)."""
+    parts = key.split(".")
+    if not key or len(parts) > 3 or not all(parts):
+        raise InvalidOptionError(f"{where}: gflops.{key}: expected default, an op class, OP, OP.TYPE or OP.TYPE.PATH")
+    if len(parts) == 1:
+        return
+    if parts[0] in OP_CLASSES or parts[0] == "default":
+        raise InvalidOptionError(f"{where}: gflops.{key}: a class ({parts[0]}) takes no type or path")
+    if len(parts) == 3 and parts[2] not in PRODUCT_PATHS:
+        raise InvalidOptionError(f"{where}: gflops.{key}: unknown path {parts[2]!r} (known: "
+                                 f"{', '.join(PRODUCT_PATHS)})")
 
 
 def memory_budget(memory: dict[str, Any] | None, where: str) -> Parameter | None:

@@ -17,7 +17,8 @@ from typing import Any
 from kzlab.analysis.predict.decide import Decision, decide
 from kzlab.analysis.predict.draws import ParameterSpace, check_draws
 from kzlab.analysis.predict.inference import Posterior, infer
-from kzlab.analysis.predict.nextstep import command_for, context_from
+from kzlab.analysis.predict.needs import needs
+from kzlab.analysis.predict.nextstep import command_for, context_from, decode_command
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 CPU_CONFIG = "cpu"
@@ -28,30 +29,76 @@ MAX_NEXT = 3
 
 @dataclass
 class ConfigSpec:
-    """One configuration: a capability profile and the lowering options that differ from the question's."""
+    """One configuration: a capability profile, what-if changes to it, the stages put under the device's
+    scheduler, and the lowering options that differ from the question's."""
 
     name: str
     profile: str
     options: dict[str, Any] = field(default_factory=dict)
     weights_on: str = "htp"
+    #: ops added to (`+SIN`) or taken from (`-CONCAT`) the profile's supports_op, as a what-if
+    add_ops: list[str] = field(default_factory=list)
+    remove_ops: list[str] = field(default_factory=list)
+    #: the profile's run-time options set (`hmx=0`: GGML_HEXAGON_USE_HMX=0)
+    profile_options: dict[str, Any] = field(default_factory=dict)
+    #: the stages under the device's scheduler (None: the whole graph); the rest runs on the CPU path
+    stages: list[str] | None = None
 
     @classmethod
     def parse(cls, text: str) -> ConfigSpec:
-        """`NAME=PROFILE[,key=value,...]`, e.g. `chunk=hexagon-v0.15.2,mm_chunk=1024` (values: int, else str)."""
+        """`NAME=PROFILE[,item...]`: items `key=value` (lowering options such as `mm_chunk=1024`; `stages=decoder`
+        or `stages=upsample+decoder`; `weights_on=cpu`; a profile option such as `hmx=0`), `+OP` (an op the
+        device would also run) and `-OP` (one it would not)."""
         if "=" not in text:
-            raise InvalidOptionError(f"--config {text!r}: expected NAME=PROFILE[,mm_chunk=K,...]")
+            raise InvalidOptionError(f"--config {text!r}: expected NAME=PROFILE[,mm_chunk=K,+OP,-OP,stages=S,...]")
         name, _, rest = text.partition("=")
         parts = [p.strip() for p in rest.split(",") if p.strip()]
         if not name.strip() or not parts:
-            raise InvalidOptionError(f"--config {text!r}: expected NAME=PROFILE[,mm_chunk=K,...]")
+            raise InvalidOptionError(f"--config {text!r}: expected NAME=PROFILE[,mm_chunk=K,+OP,-OP,stages=S,...]")
         opts: dict[str, Any] = {}
+        add, remove = [], []
         for p in parts[1:]:
+            if p[0] in "+-" and "=" not in p:
+                (add if p[0] == "+" else remove).append(p[1:].strip().upper())
+                continue
             k, eq, v = p.partition("=")
             if not eq:
-                raise InvalidOptionError(f"--config {text!r}: option {p!r} is not key=value")
+                raise InvalidOptionError(f"--config {text!r}: item {p!r} is neither key=value nor +OP / -OP")
             opts[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
         weights_on = str(opts.pop("weights_on", "htp"))
-        return cls(name.strip(), parts[0], opts, weights_on)
+        stages = opts.pop("stages", None)
+        spec = cls(name.strip(), parts[0], opts, weights_on, add, remove,
+                   stages=None if stages is None else [x for x in str(stages).split("+") if x])
+        return spec.split_profile_options()
+
+    def split_profile_options(self) -> ConfigSpec:
+        """Move the options the capability profile declares (e.g. `hmx`) out of the lowering options."""
+        from kzlab.analysis.placement.capabilities import load as load_caps
+
+        caps = load_caps(self.profile)
+        for k in [k for k in self.options if k in caps.options]:
+            self.profile_options[k] = self.options.pop(k)
+        return self
+
+    def capabilities(self) -> Any:
+        """The profile with this configuration's what-if changes (refused with the known names when unknown)."""
+        from kzlab.analysis.placement.capabilities import load as load_caps
+        from kzlab.analysis.placement.capabilities import with_changes
+
+        caps = load_caps(self.profile)
+        if not (self.add_ops or self.remove_ops or self.profile_options):
+            return caps
+        return with_changes(caps, self.profile_options, self.add_ops, self.remove_ops)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"profile": self.profile, **self.options, "weights_on": self.weights_on}
+        if self.add_ops or self.remove_ops:
+            d["ops"] = [f"+{o}" for o in self.add_ops] + [f"-{o}" for o in self.remove_ops]
+        if self.profile_options:
+            d["profile_options"] = dict(self.profile_options)
+        if self.stages is not None:
+            d["stages"] = list(self.stages)
+        return d
 
 
 @dataclass
@@ -85,6 +132,10 @@ class WhatIf:
                 for b, m in mem.items())
             lines.append(f"  {name:24s} p10 {r['p10']:8.0f}  p50 {r['p50']:8.0f}  p90 {r['p90']:8.0f} ms  "
                          f"[min {r['min']:.0f}, max {r['max']:.0f}]  {info.get('splits', 0)} splits{fits}")
+            if info.get("p50_ms") and len(info["p50_ms"]) > 4:
+                lines.append("  " + " " * 24 + " p50 by part: " + ", ".join(
+                    f"{k} {v:.0f}" for k, v in info["p50_ms"].items()) + " ms"
+                    + (f"; under the scheduler: {'+'.join(info['sched_stages'])}" if info.get("sched_stages") else ""))
         lines.append("pairs (P(A faster than B), ratio A/B p10 / p50 / p90):")
         for p in d.pairs:
             q = p["ratio"]
@@ -94,6 +145,9 @@ class WhatIf:
                          f"{q['p90']:.2f}{rests}")
         if d.target_ms is not None:
             lines.append(f"P(total <= {d.target_ms:g} ms): " + ", ".join(f"{k} {v:.2f}" for k, v in d.target.items()))
+            for name, info in d.configs.items():
+                if info.get("needs") and not info["needs"]["met"]:
+                    lines.append(f"  to reach it, {name} needs: {info['needs']['text']}")
         if d.decision:
             dd = d.decision
             state = "settled" if dd["settled"] else "not settled"
@@ -115,22 +169,50 @@ class WhatIf:
         return "\n".join(lines)
 
 
+def added_op_notes(spec: ConfigSpec, placement: Any) -> list[str]:
+    """What a `+OP` what-if assumed: the added op's nodes priced at its class's ranges (no kernel exists), or that
+    the scheduler still placed them elsewhere."""
+    out = []
+    dev = placement.config["backends"][0]
+    for op in spec.add_ops:
+        rows = [r for r in (placement.predicted.nodes if placement.predicted else []) if r["op"] == op]
+        on = [r for r in rows if r["backend"] == dev]
+        if not rows:
+            out.append(f"{spec.name}: +{op} changes nothing: this graph has no {op} node")
+        elif not on:
+            out.append(f"{spec.name}: +{op}: {dev} would accept {op}, yet the scheduler keeps its {len(rows)} node(s) "
+                       "off it (its other rules, such as the buffers, refuse them)")
+        else:
+            rates = sorted({r.get("rate", "measured") for r in on})
+            bws = sorted({r.get("bandwidth", "") for r in on} - {""})
+            out.append(f"{spec.name}: +{op} is a what-if ({spec.profile} does not run {op}): its {len(on)} node(s) on "
+                       f"{dev} are priced at {', '.join(rates)}" + (f" and {', '.join(bws)}" if bws else "") +
+                       " (the op class's ranges), a kernel nobody has measured")
+    return out
+
+
 def _resolve_measured(measured: dict[str, float], specs: list[ConfigSpec]) -> dict[str, float]:
-    """Measured keys are configuration names, or a profile name that exactly one plain configuration uses."""
+    """Measured keys are configuration names, or a profile name that exactly one plain configuration uses, each
+    optionally with `:STAGE` (the time of those stages alone, e.g. `v0.15.2:decoder=3760`)."""
     out = {}
     names = [CPU_CONFIG] + [s.name for s in specs]
-    for k, v in measured.items():
+    for key, v in measured.items():
+        k, colon, stage = key.partition(":")
+        if colon and not stage.strip():
+            raise InvalidInputError(f"--measured {key}: expected NAME=MS or NAME:STAGE=MS")
+        suffix = f":{stage.strip()}" if colon else ""
         if k in names:
-            out[k] = v
+            out[k + suffix] = v
             continue
         if k.lower() in ("cpu-only", "cpu_only"):
-            out[CPU_CONFIG] = v
+            out[CPU_CONFIG + suffix] = v
             continue
-        plain = [s.name for s in specs if s.profile == k and not s.options]
+        plain = [s.name for s in specs if s.profile == k and not s.options and s.describe() == {
+            "profile": s.profile, "weights_on": s.weights_on}]
         if len(plain) != 1:
-            raise InvalidInputError(f"--measured {k}: not a configuration ({', '.join(names)}) nor the profile of "
+            raise InvalidInputError(f"--measured {key}: not a configuration ({', '.join(names)}) nor the profile of "
                                     "exactly one configuration without options")
-        out[plain[0]] = v
+        out[plain[0] + suffix] = v
     return out
 
 
@@ -161,10 +243,9 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     if isinstance(lowering, dict):
         lowering = Lowering.from_dict(lowering)
     base = (lowering or Lowering()).replace(mode="portable")
-    from kzlab.analysis.placement.capabilities import load as load_caps
 
     for s in specs:
-        load_caps(s.profile)  # a bad profile is refused before anything is profiled
+        s.capabilities()  # a bad profile or what-if is refused before anything is profiled
         try:
             base.replace(**s.options)
         except TypeError as e:
@@ -187,7 +268,8 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
                                       predict={**opts, "cpu_profile": cpu_profile(base)})
     for s in specs:
         low = base.replace(**s.options)
-        placements[s.name] = simulate(m, s.profile, frames=frames, lowering=low, weights_on=s.weights_on,
+        placements[s.name] = simulate(m, s.capabilities(), frames=frames, lowering=low, weights_on=s.weights_on,
+                                      stages=s.stages,
                                       predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
                                                "cpu_baseline_profile": cpu_profile(base)})
     preds = {k: pl.predicted for k, pl in placements.items()}
@@ -203,11 +285,20 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     extra = {}
     for k, pl in placements.items():
         totals[k] = pl.predicted.apply(shared)
+        pr = pl.predicted
         extra[k] = {"splits": pl.n_splits, "memory": {b: mm.to_dict() for b, mm in (pl.memory or {}).items()},
-                    "profile": pl.config["profile"], "lowering": pl.config["lowering_label"]}
-    dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *measured})
+                    "profile": pl.config["profile"], "lowering": pl.config["lowering_label"],
+                    "sched_stages": pl.config.get("sched_stages"),
+                    "p50_ms": {**pr.by_backend_ms, "copies": pr.copy_ms, "sync": pr.sync_ms, "cache": pr.cache_ms}}
+    dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *(k.partition(":")[0] for k in measured)})
     device = next((pl.config["backends"][0] for k, pl in placements.items() if k != CPU_CONFIG), "HTP")
     ctx = context_from(placements, device=f"{device}0", frames=frames)
+    if target_ms is not None:
+        for k, pl in placements.items():
+            dev = None if k == CPU_CONFIG else pl.config["backends"][0]
+            dec.configs[k]["needs"] = needs(pl.predicted.costs, shared, target_ms, pl.nodes, pl.predicted.nodes, dev)
+    for s in specs:
+        dec.notes += added_op_notes(s, placements[s.name])
     chosen = dec.decision.get("a")
     for s in [s for s in dec.sensitivity if s["share"] >= MIN_SHARE][:MAX_NEXT]:
         cmd, then = command_for(s["parameter"], ctx, chosen or specs[0].name)
@@ -216,13 +307,17 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
                                       "p_settled_after": s["p_settled_after"]})
     if posterior is not None:
         dec.calibration = posterior.to_dict()
+        ran = next((k.partition(":")[0] for k in measured if not k.startswith(CPU_CONFIG)), chosen or specs[0].name)
+        for f in dec.calibration["flags"]:
+            if f.get("kind") == "contradicts_public":
+                f["command"] = f["command"].replace("<the measured decode>", decode_command(ctx, ran))
+                f["message"] = f["message"].replace("<the measured decode>", decode_command(ctx, ran))
     assumed = sorted({q for p in preds.values() for q in p.assumed})
     dec.notes.append(f"assumed (drawn over their ranges): {', '.join(assumed)}")
     if cpu_baseline_ms is None:
         dec.notes.append("no --cpu-baseline-ms: the CPU nodes take this machine's times")
     cfg = {"model": str(getattr(m, "path", "")), "frames": frames, "lowering_label": base.label(),
-           "cpu_baseline_ms": cpu_baseline_ms, "configs": {s.name: {"profile": s.profile, **s.options,
-                                                                     "weights_on": s.weights_on} for s in specs},
+           "cpu_baseline_ms": cpu_baseline_ms, "configs": {s.name: s.describe() for s in specs},
            "measured": measured, "target_ms": target_ms, "draws": draws, "seed": seed, "cache": cache,
            "ops": [str(Path(o)) if isinstance(o, str | Path) else "<records>" for o in ops]}
     out = WhatIf(dec, placements, posterior, profiles, cfg)

@@ -205,10 +205,10 @@ def device_node_ms(
         if est is not None:
             return est.time_us / 1e3, f"measured ({est.how})"
     flops, nbytes = int(field_of(node, "flops", 0)), int(field_of(node, "bytes", 0))
-    rate = perf.rate(op, _type_of(node))
+    rate, bw = perf.rate(op, _type_of(node), field_of(node, "path", "") or ""), perf.bandwidth_for(op)
     if used is not None:
-        used.update({rate.name, perf.bandwidth_gbs.name, perf.launch_us.name})
-    t = max(flops / (rate.value * 1e9), nbytes / (perf.bandwidth_gbs.value * 1e9)) * 1e3
+        used.update({rate.name, bw.name, perf.launch_us.name})
+    t = max(flops / (rate.value * 1e9), nbytes / (bw.value * 1e9)) * 1e3
     return t + perf.launch_us.value / 1e3, "roofline"
 
 
@@ -377,8 +377,8 @@ def predict(
                 pf = perf[key]
                 cm.roof_flops.append(float(field_of(n, "flops", 0)))
                 cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
-                cm.roof_rate_p.append(pf.rate(op, _type_of(n)).name)
-                cm.roof_bw_p.append(pf.bandwidth_gbs.name)
+                cm.roof_rate_p.append(pf.rate(op, _type_of(n), field_of(n, "path", "") or "").name)
+                cm.roof_bw_p.append(pf.bandwidth_for(op).name)
                 cm.roof_launch_p.append(pf.launch_us.name)
                 cm.roof_stage.append(si)
                 cm.roof_backend.append(bi)
@@ -394,7 +394,12 @@ def predict(
                 cm.meas_p.append(pname)
                 cm.meas_stage.append(si)
                 cm.meas_backend.append(bi)
-        rows.append({"name": name, "op": op, "backend": b, "stage": stage, "ms": t, "how": how})
+        row = {"name": name, "op": op, "backend": b, "stage": stage, "ms": t, "how": how}
+        if field_of(n, "path", ""):
+            row["path"] = field_of(n, "path")
+        if how == "roofline":
+            row["rate"], row["bandwidth"] = cm.roof_rate_p[-1], cm.roof_bw_p[-1]
+        rows.append(row)
     if missing:
         raise InvalidInputError(
             f"the cpu profile has no time for {len(missing)} node(s) of this graph (first: {missing[0]}): "

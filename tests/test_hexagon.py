@@ -270,3 +270,27 @@ def test_cli_takes_stage_measurements_and_what_ifs(tmp_path, capsys):
     assert all({"parameter", "kind", "public", "message"} <= set(f) for f in d["calibration"]["flags"])
     assert d["question"]["configs"]["sin"]["ops"] == ["+SIN"]
     assert "needs" in capsys.readouterr().out
+
+
+def test_needs_finds_the_value_one_parameter_must_reach():
+    """A placement whose total is 1000 / r ms (one product of 1 GFLOP at r GFLOP/s, r log-uniform over 10-1000):
+    P(<= 5 ms) = P(r >= 200) = 0.35, and reaching it needs r >= 200, within the bisection's resolution; 0.5 ms
+    would need r >= 2000, beyond its range; 20 ms is already met (P = 0.65)."""
+    from kzlab.analysis.predict.costs import CostModel, CpuTerm
+    from kzlab.analysis.predict.needs import needs
+    from kzlab.analysis.predict.parameters import Parameter
+
+    cm = CostModel(["s"], ["HTP"], CpuTerm("fixed"), roof_flops=[1e9], roof_bytes=[0.0], roof_rate_p=["r"],
+                   roof_bw_p=["bw"], roof_launch_p=["l"], roof_stage=[0], roof_backend=[0])
+    space = ParameterSpace()
+    space.add([Parameter("r", 100.0, "GFLOP/s", "assumed: a test", 10.0, 1000.0),
+               Parameter("bw", 1e6, "GB/s", "a test"), Parameter("l", 0.0, "us", "a test")])
+    draws = space.sample(400, 0)
+    out = needs(cm, draws, 5.0, [], [], "HTP")
+    assert not out["met"] and out["p_now"] == pytest.approx(0.35, abs=0.06)
+    one = out["one_parameter"][0]
+    assert one["parameter"] == "r" and one["op"] == ">=" and one["value"] == pytest.approx(200.0, rel=0.01)
+    assert "r >= " in out["text"]
+    out = needs(cm, draws, 0.5, [], [], "HTP")
+    assert out["no_single_parameter"] and out["not_alone"] == ["r"]
+    assert needs(cm, draws, 20.0, [], [], "HTP")["met"]

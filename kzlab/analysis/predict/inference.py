@@ -249,29 +249,40 @@ def _noises(noise: float | dict[str, float], measured: dict[str, float]) -> dict
 
 
 def leave_one_out(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float],
-                  noise: dict[str, float], n: int, seed: int) -> dict[str, float]:
-    """For each measured configuration, the log error of its total predicted (posterior p50) from a calibration
-    on the others alone: how far the model carries what some totals say to another configuration."""
+                  noise: dict[str, float], n: int, seed: int, groups: dict[str, str] | None = None) -> dict[str, float]:
+    """For each measurement, the log error of its value predicted (posterior p50) from a calibration on the other
+    configurations alone: how far the model carries what some configurations say to another one. A
+    configuration is left out whole (`groups`: measurement -> configuration; default the name before any
+    `:STAGE`), so that a stage or another frame count of the same configuration does not stand in for it."""
+    groups = groups or {k: split_key(k)[0] for k in measured}
+    missing = [k for k in measured if k not in groups]
+    if missing:
+        raise InvalidInputError(f"leave-one-out groups name no configuration for {', '.join(missing)}")
     out = {}
-    for k in measured:
-        rest = {j: v for j, v in measured.items() if j != k}
+    for g in dict.fromkeys(groups[k] for k in measured):
+        left = [k for k in measured if groups[k] == g]
+        rest = {j: v for j, v in measured.items() if groups[j] != g}
         post = infer(models, space, rest, n, seed, {j: noise[j] for j in rest}, flag_bounds=False)
-        pred = float(np.median(_price(models, {k: measured[k]}, post.draws)[k]))
-        out[k] = float(np.log(measured[k] / pred))
+        priced = _price(models, {k: measured[k] for k in left}, post.draws)
+        for k in left:
+            out[k] = float(np.log(measured[k] / float(np.median(priced[k]))))
     return out
 
 
 def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[str, float], n: int = 1000,
           seed: int = 0, noise: float | dict[str, float] = MEASURED_SPREAD, prior_draws: int | None = None,
-          flag_bounds: bool = True, discrepancy: str | float | None = None) -> Posterior:
+          flag_bounds: bool = True, discrepancy: str | float | None = None,
+          groups: dict[str, str] | None = None) -> Posterior:
     """Posterior draws of `space` given `measured` totals (config name -> ms) of the `models` (config name ->
     CostModel). `noise`: the measurements' relative spread (one sigma), one for all or per configuration (e.g.
     observed over each measurement's runs).
 
     `discrepancy`: the model's own error between configurations (relative, one sigma), added to every
     measurement's noise in the likelihood and to every prediction made on the posterior (`Posterior.predict`).
-    "loo" estimates it from the data: with two or more totals, each is predicted from a calibration on the
-    others alone (leave-one-out) and the discrepancy is the root mean square of those log errors. None: 0."""
+    "loo" estimates it from the data: with measurements of two or more configurations, each configuration's are
+    predicted from a calibration on the others alone (leave-one-out; `groups` maps a measurement to its
+    configuration, by default the name before `:STAGE`) and the discrepancy is the root mean square of those log
+    errors. None: 0."""
     for k, v in measured.items():
         config, stage = split_key(k)
         if config not in models:
@@ -283,9 +294,11 @@ def infer(models: dict[str, CostModel], space: ParameterSpace, measured: dict[st
     noises = _noises(noise, measured)
     loo: dict[str, float] = {}
     if discrepancy == "loo":
-        if len(measured) < 2:
-            raise InvalidInputError("discrepancy='loo' needs two or more measured totals (one is left out)")
-        loo = leave_one_out(models, space, measured, noises, n, seed)
+        names = {(groups or {}).get(k, split_key(k)[0]) for k in measured}
+        if len(names) < 2:
+            raise InvalidInputError("discrepancy='loo' needs measurements of two or more configurations (one is "
+                                    "left out)")
+        loo = leave_one_out(models, space, measured, noises, n, seed, groups)
         disc = float(np.sqrt(np.mean(np.square(list(loo.values())))))
     elif discrepancy is None:
         disc = 0.0

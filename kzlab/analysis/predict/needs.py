@@ -155,7 +155,7 @@ def needs(cost: CostModel, draws: Draws, target: float, nodes: list[Any], rows: 
         parts.append(f"the CPU's part alone takes {floor:.0f} ms (p50) > {target:g} ms: ops the device refuses "
                      f"would have to run on it{': ' + ops if ops else ''}")
     elif refused:
-        parts.append("largest refused on the CPU path: " + ", ".join(
+        parts.append(f"the CPU's part alone takes {floor:.0f} ms (p50); largest refused on the CPU path: " + ", ".join(
             f"{e['op']} ({e['cpu_ms']:.0f} ms)" for e in refused[:3]))
     out["text"] = "; ".join(parts)
     return out

@@ -294,3 +294,31 @@ def test_needs_finds_the_value_one_parameter_must_reach():
     out = needs(cm, draws, 0.5, [], [], "HTP")
     assert out["no_single_parameter"] and out["not_alone"] == ["r"]
     assert needs(cm, draws, 20.0, [], [], "HTP")["met"]
+
+
+def test_spinning_blas_workers_slow_the_next_cpu_split(model):
+    """blas.toml's spin_ms / contention: every CPU split right after a BLAS split costs contention x min(its
+    scaled CPU time, spin_ms) more, priced per draw; a profile that states one without the other is refused."""
+    from kzlab.analysis.placement.capabilities import load
+    from kzlab.analysis.predict.parameters import backend_perf
+    from kzlab.analysis.profile_cache import cached_cpu_profile
+
+    low = kzlab.Lowering(mode="portable")
+    prof, _ = cached_cpu_profile(model, 8, low, threads=1)
+    sets = [("BLAS", "blas", "CPU"), ("CPU", "cpu", "CPU")]
+    pl = kzlab.simulate(model, frames=8, lowering=low, backends=sets, weights_on="BLAS",
+                        predict={"cpu_profile": prof, "draws": 200})
+    p = pl.predicted
+    after = [i + 1 for i, s in enumerate(pl.splits[:-1]) if s.backend == "BLAS" and pl.splits[i + 1].backend == "CPU"]
+    assert after and len(p.costs.contention_terms) <= len(after)
+    slowed = [s for s in p.splits if s.get("contention_ms")]
+    assert slowed and all(s["index"] in after for s in slowed)
+    assert {"BLAS.spin_ms", "BLAS.contention"} <= {q.name for q in p.parameters}
+    table = dict(load("blas").perf)
+    quiet = kzlab.simulate(model, frames=8, lowering=low, backends=sets, weights_on="BLAS",
+                           predict={"cpu_profile": prof, "draws": 200,
+                                    "perf": {"BLAS": {**table, "contention": 1e-6, "spin_ms": 1e-6}}})
+    extra = sum(s["contention_ms"] for s in slowed)
+    assert p.nominal_ms - quiet.predicted.nominal_ms == pytest.approx(extra, rel=1e-3, abs=1e-6)
+    with pytest.raises(InvalidOptionError, match="spin_ms and contention go together"):
+        backend_perf("BLAS", {k: v for k, v in table.items() if k != "contention"}, "test")

@@ -11,7 +11,9 @@ them apart (a calibration fits them jointly):
 - device nodes: a roofline max(FLOPs / rate(op, type), bytes / bandwidth) + a per-node dispatch (`launch_us`),
   or a measured op time x its spread;
 - splits: a per-split round trip (`sync_us`), input copies into a buffer that is not host-visible
-  (`copy_gbs`), and cache maintenance of the bytes that cross a shared, non-coherent buffer (`cache_gbs`).
+  (`copy_gbs`), and cache maintenance of the bytes that cross a shared, non-coherent buffer (`cache_gbs`);
+- contention: after a split on a backend whose workers share the CPU's cores and keep spinning (OpenBLAS), the
+  next CPU split runs slower by `contention` for at most `spin_ms`: contention x min(its scaled time, spin_ms).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class _Compiled:
     roof: list[tuple[tuple[str, str, str], _Rows]]
     meas: list[tuple[str, _Rows]]
     splits: list[tuple[tuple[str, str], np.ndarray]]
+    contention: list[tuple[tuple[str, str], _Rows]]
 
     @classmethod
     def of(cls, m: CostModel, key: tuple[int, ...]) -> _Compiled:
@@ -98,7 +101,14 @@ class _Compiled:
         splits: dict[tuple[str, str], np.ndarray] = {}
         for kind, amount, name, stage in m.split_terms:
             splits.setdefault((kind, name), np.zeros(ns))[stage] += amount
-        return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), roof, meas, list(splits.items()))
+        contention = []
+        ckeys = [(c, sp) for _, _, c, sp in m.contention_terms]
+        for k in dict.fromkeys(ckeys):
+            idx = [i for i, x in enumerate(ckeys) if x == k]
+            ms = [m.contention_terms[i][0] for i in idx]
+            stage = [m.contention_terms[i][1] for i in idx]
+            contention.append((k, _Rows.of((ms,), stage, [m.backend_index("CPU")] * len(idx), ns, nb)))
+        return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), roof, meas, list(splits.items()), contention)
 
 
 @dataclass
@@ -128,6 +138,8 @@ class CostModel:
     meas_backend: list[int] = field(default_factory=list)
     # splits: (kind, amount, parameter, stage): kind sync (amount 1), copy or cache (amount bytes)
     split_terms: list[tuple[str, float, str, int]] = field(default_factory=list)
+    # contention: (the next CPU split's profiled ms, its stage, contention parameter, spin parameter)
+    contention_terms: list[tuple[float, int, str, str]] = field(default_factory=list)
     _cache: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
 
     def stage_index(self, stage: str) -> int:
@@ -143,6 +155,7 @@ class CostModel:
     def parameter_names(self) -> set[str]:
         names = set(self.roof_rate_p) | set(self.roof_bw_p) | set(self.roof_launch_p) | set(self.meas_p)
         names |= {t[2] for t in self.split_terms}
+        names |= {n for t in self.contention_terms for n in t[2:]}
         names |= {n for n in (self.cpu.baseline, self.cpu.skew) if n}
         return names
 
@@ -158,8 +171,10 @@ class CostModel:
     def _compiled(self) -> _Compiled:
         """The rows as arrays grouped by the parameters they read, built once (a calibration prices the same
         model for tens of thousands of draws, in batches)."""
+        if self.contention_terms:
+            self.backend_index("CPU")  # the contention is the CPU's time
         key = (len(self.cpu_ms), len(self.roof_flops), len(self.meas_ms), len(self.split_terms),
-               len(self.stages), len(self.backends))
+               len(self.contention_terms), len(self.stages), len(self.backends))
         if self._cache is None or self._cache.key != key:
             self._cache = _Compiled.of(self, key)
         return self._cache
@@ -177,8 +192,11 @@ class CostModel:
             else:
                 nodes[:] += ms.sum(axis=1)
 
+        s, k = self.cpu.scale_skew(lambda n: theta[:, col[n]], np.ones(d))
+        for (c_p, spin_p), rows in c.contention:  # the CPU split after a spinning backend's, slowed
+            t = np.minimum(s[:, None] * rows.values[0][None, :], theta[:, col[spin_p]][:, None])
+            add(theta[:, col[c_p]][:, None] * t, rows)
         if c.cpu is not None:  # CPU nodes
-            s, k = self.cpu.scale_skew(lambda n: theta[:, col[n]], np.ones(d))
             base = c.cpu.values[0]
             add(s[:, None] * np.where(c.cpu_mm[None, :], k[:, None] * base[None, :], base[None, :]), c.cpu)
         for (rate_p, bw_p, launch_p), rows in c.roof:  # roofline nodes: each group reads three columns
@@ -204,4 +222,5 @@ class CostModel:
         """How many rows each term prices (for a reader of the JSON; the arrays stay in memory)."""
         kinds = {k: sum(1 for t in self.split_terms if t[0] == k) for k in ("sync", "copy", "cache")}
         return {"cpu_nodes": len(self.cpu_ms), "roofline_nodes": len(self.roof_flops),
-                "measured_nodes": len(self.meas_ms), "split_terms": kinds, "cpu_mode": self.cpu.mode}
+                "measured_nodes": len(self.meas_ms), "split_terms": kinds, "cpu_mode": self.cpu.mode,
+                "contention_terms": len(self.contention_terms)}

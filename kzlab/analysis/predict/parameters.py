@@ -76,11 +76,12 @@ def observed_spread(values: Any) -> float | None:
     return max(abs(x / med - 1.0) for x in xs)
 
 
-RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew")
+RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew", "spin_ms",
+               "contention")
 PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
 MEMORY_KEYS = {"source", "budget_bytes"}
 RANGE_KEYS = {"value", "low", "high", "source", "public", "public_source"}
-UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x"}
+UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x", "spin_ms": "ms", "contention": "x"}
 
 
 @dataclass
@@ -205,6 +206,10 @@ class BackendPerf:
     cache_gbs: Parameter | None = None
     #: the device CPU's MUL_MAT speed relative to its other ops, against this machine's (CPU profiles only)
     matmul_skew: Parameter | None = None
+    #: a backend whose worker threads share the CPU's cores and keep spinning after a split (OpenBLAS): the CPU
+    #: split that follows runs slower by `contention` for at most `spin_ms` (both None: no such cost)
+    spin_ms: Parameter | None = None
+    contention: Parameter | None = None
     #: copies into this backend's buffer are free when the buffer is host-visible (the profile says so)
     host_visible_copies: bool = False
     #: the bytes crossing between this backend and the CPU pay cache maintenance (shared, non-coherent buffers)
@@ -225,7 +230,8 @@ class BackendPerf:
 
     def parameters(self) -> list[Parameter]:
         out = list(self.gflops.values()) + list(self.bandwidth.values())
-        fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew)
+        fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew,
+                 self.spin_ms, self.contention)
         out += [p for p in fixed if p is not None]
         return out
 
@@ -274,13 +280,16 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
         unit = UNITS[key]
         if key in perf:
             p = ranged(perf[key], f"{backend}.{key}", unit, sources.get(key, src), key, where,
-                       positive=key.endswith("gbs") or key == "matmul_skew")
+                       positive=key.endswith("gbs") or key in ("matmul_skew", "spin_ms", "contention"))
         elif key in DEFAULTS:
             v, lo, hi, unit = DEFAULTS[key]
             p = Parameter(f"{backend}.{key}", v, unit, DEFAULT_SOURCE, lo, hi)
         else:
             p = None
         setattr(out, key, p)
+    if (out.spin_ms is None) != (out.contention is None):
+        raise InvalidOptionError(f"{where}: [perf] spin_ms and contention go together (the CPU split after one of "
+                                 "this backend's runs slower by `contention` for at most `spin_ms`)")
     return out
 
 

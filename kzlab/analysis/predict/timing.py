@@ -348,6 +348,7 @@ def predict(
     missing = []
     seen: dict[str, int] = {}
     measured_params: dict[str, Parameter] = {}
+    node_cpu: list[float] = []  # each node's profiled CPU ms (0 off the CPU): the contention term's input
     for n in nodes:
         name, op, b = field_of(n, "name"), field_of(n, "op"), field_of(n, "backend")
         occurrence = seen.get(name, 0)
@@ -359,14 +360,17 @@ def predict(
                 missing.append(name)
                 continue
             base = times[(name, occurrence)] * norm
+            node_cpu.append(base)
             cm.cpu_ms.append(base)
             cm.cpu_mm.append(op == "MUL_MAT")
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
             t, how = base * factor[op == "MUL_MAT"], "cpu profile"
         elif op in VIEW_OPS:
+            node_cpu.append(0.0)
             t, how = 0.0, "view"
         else:
+            node_cpu.append(0.0)
             key = b if b in perf else b.lower()
             if key not in perf:
                 raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
@@ -434,6 +438,8 @@ def predict(
                 cm.split_terms.append(("cache", float(nbytes), q.name, si))
         split_rows.append({"index": i, "backend": b, "input_bytes": nbytes, "copy_ms": copy, "sync_ms": sync,
                            "cache_ms": cache, "stage": field_of(s, "stage", "")})
+    _contention(cm, splits, node_cpu if times is not None else [], perf, split_rows, used, used_perf,
+                factor[False])
     for key in sorted(used_perf):
         p = perf[key]
         params += [q for q in p.parameters() if q.name in used]
@@ -451,9 +457,37 @@ def predict(
     space.add(params)
     pred = Prediction(0.0, {}, {}, 0.0, 0.0, params, rows, split_rows, notes, costs=cm)
     pred.nominal_ms = float(sum(r["ms"] for r in rows) + sum(s["copy_ms"] + s["sync_ms"] + s["cache_ms"]
-                                                               for s in split_rows))
+                                                               + s.get("contention_ms", 0.0) for s in split_rows))
     pred.apply(space.sample(draws, seed))
     return pred
+
+
+def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: dict[str, BackendPerf],
+                split_rows: list[dict[str, Any]], used: set[str], used_perf: set[str], scale: float) -> None:
+    """The CPU split right after a split on a backend with spinning workers (`spin_ms`, `contention`) runs slower:
+    one term per such pair, on the next split's profiled CPU time (splits cover the nodes in order)."""
+    if not node_cpu or len(node_cpu) < sum(int(field_of(s, "n_nodes", 0)) for s in splits):
+        return
+    start, ranges = 0, []
+    for s in splits:
+        n = int(field_of(s, "n_nodes", 0))
+        ranges.append((start, start + n))
+        start += n
+    for i in range(len(splits) - 1):
+        b = field_of(splits[i], "backend")
+        key = b if b in perf else b.lower()
+        nxt = field_of(splits[i + 1], "backend")
+        if key not in perf or perf[key].contention is None or nxt.lower() not in CPU_NAMES:
+            continue
+        t = float(sum(node_cpu[ranges[i + 1][0]:ranges[i + 1][1]]))
+        if t <= 0:
+            continue
+        p = perf[key]
+        st = cm.stage_index(field_of(splits[i + 1], "stage", "") or "(graph)")
+        cm.contention_terms.append((t, st, p.contention.name, p.spin_ms.name))
+        used.update({p.contention.name, p.spin_ms.name})
+        used_perf.add(key)
+        split_rows[i + 1]["contention_ms"] = p.contention.value * min(scale * t, p.spin_ms.value)
 
 
 def _nominal_cpu_factor(term: CpuTerm, is_mm: bool, params: list[Parameter]) -> float:

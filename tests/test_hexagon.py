@@ -191,6 +191,10 @@ def test_op_support_what_if_and_needs(model):
     assert all(not any(x.startswith("stages:") for x in e["reasons"]) for e in refused)
     with pytest.raises(InvalidOptionError, match="not an op of this ggml"):
         kzlab.whatif(model, ["x=hexagon-v0.15.3,+SINE"], frames=FRAMES)
+    for bad, match in (("x=hexagon-v0.15.3,+", "names no op"), ("x=hexagon-v0.15.3,stages=", "names no stage"),
+                       ("x=hexagon-v0.15.3,hmxx=0", "unknown option hmxx .*hexagon-v0.15.3's options: hmx")):
+        with pytest.raises(InvalidOptionError, match=match):
+            kzlab.whatif(model, [bad], frames=FRAMES)
 
 
 def test_a_stage_measured_is_calibrated_on(model):
@@ -322,3 +326,22 @@ def test_spinning_blas_workers_slow_the_next_cpu_split(model):
     assert p.nominal_ms - quiet.predicted.nominal_ms == pytest.approx(extra, rel=1e-3, abs=1e-6)
     with pytest.raises(InvalidOptionError, match="spin_ms and contention go together"):
         backend_perf("BLAS", {k: v for k, v in table.items() if k != "contention"}, "test")
+
+
+def test_a_whatif_calibrated_against_public_figures_says_so(full_model):
+    """`kzlab.whatif` on totals made with an HMX rate of 60 GFLOP/s (twenty times below the public figures): the
+    calibration flags the rate, with the configuration's own decode in the command, and the answer's first note
+    says that every probability rests on it."""
+    low = kzlab.Lowering(mode="portable", conv="im2col-f16", conv_src1="data")
+    kw = {"frames": 6, "lowering": low, "cpu_baseline_ms": 900.0, "draws": 300, "seed": 0, "threads": 1}
+    prior = kzlab.whatif(full_model, ["v=hexagon-v0.15.3"], **kw)
+    space = ParameterSpace.shared_by({k: p.predicted for k, p in prior.placements.items()})
+    truth = truth_draws(space.sample(1, 0), {"HTP.gflops.MUL_MAT.F16.hmx": 60.0})
+    measured = {k: float(p.predicted.costs.evaluate(truth, parts=False)["total"][0])
+                for k, p in prior.placements.items()}
+    r = kzlab.whatif(full_model, ["v=hexagon-v0.15.3"], measured=measured, **kw)
+    d = r.to_dict()
+    flags = [f for f in d["calibration"]["flags"] if f["kind"] == "contradicts_public"]
+    assert [f["parameter"] for f in flags] == ["HTP.gflops.MUL_MAT.F16.hmx"], r.summary()
+    assert "configuration 'v'" in flags[0]["command"] and "GGML_HEXAGON_PROFILE=1" in flags[0]["command"]
+    assert d["notes"][0].startswith("the calibration contradicts public measurements (HTP.gflops.MUL_MAT.F16.hmx)")

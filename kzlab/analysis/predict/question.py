@@ -59,6 +59,9 @@ class ConfigSpec:
         add, remove = [], []
         for p in parts[1:]:
             if p[0] in "+-" and "=" not in p:
+                if not p[1:].strip():
+                    raise InvalidOptionError(f"--config {text!r}: {p!r} names no op (+OP adds an op, -OP takes one "
+                                             "away, e.g. +SIN)")
                 (add if p[0] == "+" else remove).append(p[1:].strip().upper())
                 continue
             k, eq, v = p.partition("=")
@@ -67,6 +70,8 @@ class ConfigSpec:
             opts[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
         weights_on = str(opts.pop("weights_on", "htp"))
         stages = opts.pop("stages", None)
+        if stages is not None and not [x for x in str(stages).split("+") if x.strip()]:
+            raise InvalidOptionError(f"--config {text!r}: stages= names no stage (e.g. stages=decoder)")
         spec = cls(name.strip(), parts[0], opts, weights_on, add, remove,
                    stages=None if stages is None else [x for x in str(stages).split("+") if x])
         return spec.split_profile_options()
@@ -246,6 +251,15 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
 
     for s in specs:
         s.capabilities()  # a bad profile or what-if is refused before anything is profiled
+        import dataclasses
+
+        known = [f.name for f in dataclasses.fields(Lowering)]
+        bad = [k for k in s.options if k not in known]
+        if bad:
+            own = ", ".join(sorted(s.capabilities().options)) or "none"
+            raise InvalidOptionError(f"--config {s.name}: unknown option {', '.join(bad)} (lowering options: "
+                                     f"{', '.join(known)}; {s.profile}'s options: {own}; also stages=, weights_on=, "
+                                     "+OP, -OP)")
         try:
             base.replace(**s.options)
         except TypeError as e:
@@ -312,6 +326,11 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
             if f.get("kind") == "contradicts_public":
                 f["command"] = f["command"].replace("<the measured decode>", decode_command(ctx, ran))
                 f["message"] = f["message"].replace("<the measured decode>", decode_command(ctx, ran))
+        against = [f["parameter"] for f in dec.calibration["flags"] if f.get("kind") == "contradicts_public"]
+        if against:
+            dec.notes.insert(0, f"the calibration contradicts public measurements ({', '.join(against)}): every range "
+                             "and probability above is priced with a cost the model lacks put on those parameters; "
+                             "the flagged device measurement comes before any choice between the configurations")
     assumed = sorted({q for p in preds.values() for q in p.assumed})
     dec.notes.append(f"assumed (drawn over their ranges): {', '.join(assumed)}")
     if cpu_baseline_ms is None:

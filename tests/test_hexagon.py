@@ -295,8 +295,10 @@ def test_needs_finds_the_value_one_parameter_must_reach():
     one = out["one_parameter"][0]
     assert one["parameter"] == "r" and one["op"] == ">=" and one["value"] == pytest.approx(200.0, rel=0.01)
     assert "r >= " in out["text"]
+    assert out["best_case_ms"] == pytest.approx(1.0)  # r at its high bound, 1000 GFLOP/s
     out = needs(cm, draws, 0.5, [], [], "HTP")
     assert out["no_single_parameter"] and out["not_alone"] == ["r"]
+    assert "beyond every range" in out["text"]
     assert needs(cm, draws, 20.0, [], [], "HTP")["met"]
 
 

@@ -41,7 +41,11 @@ MISSING_COST = {
     "cache_gbs": "cache maintenance over whole buffers rather than the bytes crossing",
     "bandwidth_gbs": "ops the HTP runs slowly in F32 (qf32 conversions) or on a scalar path, counted as "
                      "memory traffic",
-    "gflops": "products the HTP runs on HVX in F32 instead of HMX, or an op falling back to a slow path",
+    "gflops.MUL_MAT": "products on a slower kernel than their path says (HVX or the CPU instead of HMX, F32 "
+                      "conversions per call)",
+    "gflops": "the op on a slower path than its class's (unaligned rows, F32 conversions, a scalar fallback)",
+    "spin_ms": "worker threads that keep the cores longer than they spin (a thread pool of another library)",
+    "contention": "more threads than cores during the CPU splits (other processes, oversubscription)",
     "baseline_ms": "a CPU-only total measured under other conditions (threads, clocks, thermal state)",
     "matmul_skew": "the device CPU's products differ from this machine's by more than the range allows "
                    "(another kernel: i8mm, KleidiAI)",

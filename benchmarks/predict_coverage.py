@@ -253,8 +253,7 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     post = infer({k: p.costs for k, p in preds.items()}, space,
                  {f"c{j + 1}": c["measured_ms"] for j, c in enumerate(others)}, n=draws, seed=0,
                  noise={f"c{j + 1}": measured_noise(c) for j, c in enumerate(others)}, flag_bounds=False,
-                 discrepancy="loo" if loo else None,
-                 groups={f"c{j + 1}": c["label"] for j, c in enumerate(others)})  # a lowering left out whole
+                 discrepancy="loo" if loo else None)
     r = spread(post.predict(preds["c0"].costs))
     r["from"] = ", ".join(f"{c['label']} @{c['frames']}" for c in others)
     r["discrepancy"] = post.discrepancy

@@ -190,6 +190,30 @@ def test_placement_tab_predicts_time_and_memory(wb):
     assert len(view.figures) == 3  # placement, split timeline, predicted time per stage
 
 
+def test_placement_tab_takes_what_ifs_and_stages(wb):
+    """The what-if field changes the profile (`+SIN`: the SIN nodes move to the HTP; the label says so) and the
+    stages field keeps the other stages on the CPU path; a bad what-if is a message in the run, not a crash."""
+    wb.hexagon.value = "hexagon-v0.15.3"
+    wb.hexagon_changes.value, wb.hexagon_stages.value = "+SIN hmx=0", "decoder"
+    try:
+        wb.run_button.click()
+        assert wb.wait(300)
+        rec = wb.results[-1]
+        assert rec.ok and rec.placement is not None, rec.notes
+        pl = rec.placement
+        assert pl.config["profile"] == "hexagon-v0.15.3 (hmx=off, +SIN)" and pl.config["sched_stages"] == ["decoder"]
+        assert all(n.backend == "HTP" for n in pl.nodes if n.op == "SIN")
+        assert all(n.backend == "CPU" for n in pl.nodes if not n.stage.startswith("decoder") and n.op == "MUL_MAT")
+        assert all(n.path in ("", "hvx") for n in pl.nodes)  # HMX off
+        wb.hexagon_changes.value = "+SINE"
+        wb.run_button.click()
+        assert wb.wait(300)
+        bad = wb.results[-1]
+        assert bad.placement is None and any("not an op of this ggml" in n for n in bad.notes), bad.notes
+    finally:
+        wb.hexagon.value, wb.hexagon_changes.value, wb.hexagon_stages.value = "(none)", "", ""
+
+
 def test_compare_tab_gives_a_probability_for_two_predicted_placements(wb):
     """Two predicted placements: the Placement tab shows the total as a range, and the Compare tab P(A faster than
     B) and the ratio's p10/p50/p90 from paired draws (the same device in each draw), seeded."""

@@ -50,6 +50,10 @@ class RunSpec:
     repeat: int = 1
     profile: bool = True  # False: decode (and placement) only
     hexagon_profile: str | None = None
+    #: what-if changes to the Hexagon profile (`+SIN -CONCAT hmx=0`) and the stages under its scheduler
+    #: (`decoder`; empty: the whole graph)
+    hexagon_changes: str = ""
+    hexagon_stages: str = ""
     #: with a Hexagon profile: put milliseconds and bytes on the placement (a CPU-only profile of the portable graph
     #: is taken for its CPU nodes), scaled to `cpu_baseline_ms` (the CPU-only decode measured on the device) if set
     predict: bool = False
@@ -325,9 +329,15 @@ def execute(
                 try:
                     predict = _prediction_inputs(spec, rec, model, codes, low, prof_fn) if spec.predict else None
                     # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
+                    caps: Any = spec.hexagon_profile
+                    if spec.hexagon_changes.strip():  # a what-if on the profile, refused when unknown
+                        where = "kzlab.analysis.placement.capabilities"
+                        load, change, parse = (optional_api(where, n) for n in ("load", "with_changes",
+                                                                                   "parse_changes"))
+                        caps = change(load(caps), *parse(spec.hexagon_changes))
                     rec.placement = sim(
-                        model, profile=spec.hexagon_profile, frames=frames, lowering=low.portable(),
-                        weights_on="htp", predict=predict,
+                        model, profile=caps, frames=frames, lowering=low.portable(), weights_on="htp",
+                        predict=predict, stages=spec.hexagon_stages.strip() or None,
                     )
                 except KzlabError as e:
                     rec.notes.append(f"placement failed: {e}")

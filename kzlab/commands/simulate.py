@@ -67,17 +67,7 @@ def run(args) -> int:
 
     caps = capabilities.load(args.profile)  # a bad name, file or key is refused before the model is read
     if args.what_if:
-        opts, add, remove = {}, [], []
-        for item in args.what_if:
-            if "=" in item:
-                k, _, v = item.partition("=")
-                opts[k.strip()] = v.strip()
-            elif item[:1] in "+-" and len(item) > 1:
-                (add if item[0] == "+" else remove).append(item[1:].upper())
-            else:
-                from kzlab.errors import InvalidOptionError
-
-                raise InvalidOptionError(f"--what-if {item!r}: expected +OP, -OP or NAME=VALUE")
+        opts, add, remove = capabilities.parse_changes(args.what_if)
         caps = capabilities.with_changes(caps, opts, add, remove)
     log = None
     if args.sched_log:

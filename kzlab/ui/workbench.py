@@ -11,7 +11,9 @@ Attributes for scripts and headless tests (all ipywidgets unless noted):
   `frames`, `npy_path`, `audio_path`, `backend` (Dropdown: auto, this build's backends, and the RPC entry
   whose address is `rpc_address`), `threads`, `sched` (checked: under the scheduler; unchecked: none),
   `op_offload`, `weights_on`,
-  `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`, `predict`
+  `lowering` (dict of option name -> widget, names from kzlab.graph.options), `repeat`, `hexagon`,
+  `hexagon_changes` (Text: what-if changes to the profile, `+SIN -CONCAT hmx=0`), `hexagon_stages` (Text: the
+  stages under the device's scheduler), `predict`
   (Checkbox: predicted time and memory of the Hexagon placement), `cpu_baseline_ms` (the CPU-only decode measured
   on the device, 0: none), `ref_path` (a reference .npz of stage activations: its codes are decoded and every
   stage compared with it) and `bound` (dB: the first stage below it is named), `family` (HTML: the decoder's
@@ -121,6 +123,12 @@ class Workbench:
         self.repeat = W.BoundedIntText(value=3, min=1, max=1000, description="repeat", style=style)
         self.hexagon = W.Dropdown(options=[NO_HEXAGON, *hexagon_profiles()], value=NO_HEXAGON,
                                   description="Hexagon profile", style=style)
+        self.hexagon_changes = W.Text(value="", description="what-if", style=style,
+                                      placeholder="+SIN -CONCAT hmx=0",
+                                      tooltip="ops the device would also run (+OP) or not (-OP), its options")
+        self.hexagon_stages = W.Text(value="", description="stages", style=style,
+                                     placeholder="all (e.g. decoder)",
+                                     tooltip="only these stages under the device's scheduler; the rest on the CPU")
         self.predict = W.Checkbox(value=False, description="predict time and memory")
         self.ref_path = W.Text(value="", description="reference .npz", layout=lay, style=style,
                                placeholder="stage activations (codes + one array per stage) to compare each stage with")
@@ -163,7 +171,8 @@ class Workbench:
             W.HBox([self.sched, self.op_offload]),
             W.HTML("<b>lowering</b>"),
             *[W.HBox(list(self.lowering.values())[i : i + 3]) for i in range(0, len(self.lowering), 3)],
-            W.HBox([self.repeat, self.hexagon]), W.HBox([self.predict, self.cpu_baseline_ms]),
+            W.HBox([self.repeat, self.hexagon]), W.HBox([self.hexagon_changes, self.hexagon_stages]),
+            W.HBox([self.predict, self.cpu_baseline_ms]),
             W.HTML("<b>accuracy</b>"), W.HBox([self.ref_path, self.bound]),
         ])
         self.widget = W.VBox([
@@ -228,6 +237,7 @@ class Workbench:
                 sched=bool(self.sched.value), op_offload=bool(self.op_offload.value),
                 weights_on=self.weights_on.value.strip() or None, lowering=low, repeat=int(self.repeat.value),
                 hexagon_profile=hexagon, predict=bool(self.predict.value) and hexagon is not None,
+                hexagon_changes=self.hexagon_changes.value.strip(), hexagon_stages=self.hexagon_stages.value.strip(),
                 cpu_baseline_ms=float(self.cpu_baseline_ms.value) or None,
                 ref=self.ref_path.value.strip(), bound=float(self.bound.value),
             )

@@ -335,6 +335,25 @@ def _option_value(name: str, text: Any, old: Any, origin: str) -> Any:
         raise InvalidOptionError(f"{origin}: option {name}={text!r}: expected {type(old).__name__}") from None
 
 
+def parse_changes(items: list[str] | str) -> tuple[dict[str, str], list[str], list[str]]:
+    """What-if items (`+SIN`, `-CONCAT`, `hmx=0`, as a list or one string split at spaces and commas) as
+    (options, ops added, ops taken away)."""
+    if isinstance(items, str):
+        items = [x for x in items.replace(",", " ").split() if x]
+    opts: dict[str, str] = {}
+    add: list[str] = []
+    remove: list[str] = []
+    for item in items:
+        if "=" in item:
+            k, _, v = item.partition("=")
+            opts[k.strip()] = v.strip()
+        elif item[:1] in "+-" and len(item.strip()) > 1:
+            (add if item[0] == "+" else remove).append(item[1:].strip().upper())
+        else:
+            raise InvalidOptionError(f"what-if {item!r}: expected +OP, -OP or NAME=VALUE (e.g. +SIN -CONCAT hmx=0)")
+    return opts, add, remove
+
+
 def with_changes(caps: Capabilities, options: dict[str, Any] | None = None, add: list[str] = (),
                  remove: list[str] = ()) -> Capabilities:
     """A what-if of a profile: run-time options set (`hmx=0`), ops added to its supports_op (`+SIN`: accepted

@@ -177,9 +177,9 @@ def hex_unary(t, env: Env, arg) -> str | None:
 
 @rule("hex_activation")
 def hex_activation(t, env: Env, arg) -> str | None:
-    """ggml_hexagon_supported_activations. arg "rows": the 78c531d form, where src0 and src1 need only contiguous
-    rows (ggml_is_contiguous_1) and dst stays fully contiguous; without it (0.15.2, 0.15.3) all three must be
-    contiguous."""
+    """ggml_hexagon_supported_activations. arg "rows": the v0.21.0 (and 78c531d) form, where src0 and src1 need
+    only contiguous rows (ggml_is_contiguous_1) and dst stays fully contiguous; without it (0.15.2, 0.15.3) all
+    three must be contiguous."""
     s0, s1 = src(t, 0), src(t, 1)
     contig = g.ggml_is_contiguous_1 if arg == "rows" else g.ggml_is_contiguous
     if s0.contents.type != F32 or t.contents.type != F32:
@@ -218,7 +218,7 @@ def hex_softmax(t, env: Env, arg) -> str | None:
 @rule("hex_rope")
 def hex_rope(t, env: Env, arg) -> str | None:
     """ggml_hexagon_supported_rope. Without arg (0.15.2, 0.15.3): VISION and NEOX-bit modes refused, every
-    operand contiguous. arg "strided" (78c531d): op_params[15] (ggml_rope_set_offset) a multiple of 32, VISION
+    operand contiguous. arg "strided" (v0.21.0, 78c531d): op_params[15] (ggml_rope_set_offset) a multiple of 32, VISION
     accepted when n_dims == ne0/2, src0/dst need only nb[0] == 4 and nb[1] >= ne[0]*4 (strided views allowed),
     positions and freq factors contiguous. All: freq factors F32 with ne[0] >= n_dims/2."""
     p = t.contents.op_params
@@ -309,7 +309,7 @@ def hex_repeat(t, env: Env, arg) -> str | None:
 
 @rule("hex_im2col_2d")
 def hex_im2col_2d(t, env: Env, arg) -> str | None:
-    """ggml-org/ggml 78c531d: 2-D, unpadded im2col only (F32 input)."""
+    """ggml-org/ggml v0.21.0 (and 78c531d): 2-D, unpadded im2col only (F32 input)."""
     p = t.contents.op_params
     if int(p[6]) != 1:
         return "1-D IM2COL (only 2-D is accepted)"
@@ -324,7 +324,7 @@ def hex_im2col_2d(t, env: Env, arg) -> str | None:
 
 
 def _hex_mm_types(t, env: Env, era: str) -> str | None:
-    """The type/layout switch of ggml_hexagon_supported_mul_mat, the same in 0.15.2, 0.15.3 and 78c531d but for
+    """The type/layout switch of ggml_hexagon_supported_mul_mat, the same in 0.15.2, 0.15.3, v0.21.0 and 78c531d but for
     the quantized row limits: era "rowlimit" (0.15.2: ggml_nrows(src0) > 16384 refused) or "vtcm" (0.15.3 on:
     src0 ne[1] > 32768 refused). F16 and F32 src0 (F32 only with F32 src1) refuse a permuted src0 and a src1
     batch smaller than src0's (broadcasting) in every era."""

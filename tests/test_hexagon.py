@@ -110,10 +110,15 @@ def test_profile_what_ifs_are_validated():
         with_changes(capabilities.load("blas"), {"hmx": "0"})
 
 
-def test_newest_release_and_the_later_commit():
+def test_newest_release_and_the_later_commit(ctx):
     v21, c78 = capabilities.load("hexagon-v0.21.0"), capabilities.load("hexagon-78c531d")
     assert {k: v for k, v in v21.ops.items() if k != "MUL_MAT"} == {k: v for k, v in c78.ops.items() if k != "MUL_MAT"}
-    assert v21.perf == c78.perf and c78.ops["MUL_MAT"][0][1]["hmx_src1_f32"]
+    assert v21.perf == c78.perf
+    # F16 activations past the HVX F16 x F16 kernel's K (16384): v0.21.0 takes them on HMX, 78c531d refuses them
+    t = _product(ctx, 16416, 64, 512, F16, g.GGML_TYPE_F16)
+    assert v21.refusal(t, NoBuffers()) is None and v21.kernel_path(t, NoBuffers()) == "hmx"
+    why = c78.refusal(t, NoBuffers())
+    assert why is not None and "hvx-ddr VTCM need" in why[1]
     assert v21.paths["MUL_MAT"][1].get("hmx_src1_f32") is None and c78.paths["MUL_MAT"][1]["hmx_src1_f32"]
     assert "8599e0ea" in v21.source and "78c531d4" in c78.source
 

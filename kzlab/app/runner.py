@@ -329,12 +329,9 @@ def execute(
                 try:
                     predict = _prediction_inputs(spec, rec, model, codes, low, prof_fn) if spec.predict else None
                     # the device's graph is the portable one whatever this run's mode (fast is CPU-only)
-                    caps: Any = spec.hexagon_profile
-                    if spec.hexagon_changes.strip():  # a what-if on the profile, refused when unknown
-                        where = "kzlab.analysis.placement.capabilities"
-                        load, change, parse = (optional_api(where, n) for n in ("load", "with_changes",
-                                                                                   "parse_changes"))
-                        caps = change(load(caps), *parse(spec.hexagon_changes))
+                    # a what-if on the profile, refused when unknown
+                    load_changed = optional_api("kzlab.analysis.placement.capabilities", "load_changed")
+                    caps = load_changed(spec.hexagon_profile, spec.hexagon_changes.strip())
                     rec.placement = sim(
                         model, profile=caps, frames=frames, lowering=low.portable(), weights_on="htp",
                         predict=predict, stages=spec.hexagon_stages.strip() or None,

@@ -65,10 +65,8 @@ def run(args) -> int:
     from kzlab.analysis.placement import capabilities
     from kzlab.analysis.placement.simulate import simulate
 
-    caps = capabilities.load(args.profile)  # a bad name, file or key is refused before the model is read
-    if args.what_if:
-        opts, add, remove = capabilities.parse_changes(args.what_if)
-        caps = capabilities.with_changes(caps, opts, add, remove)
+    # a bad name, file, key or what-if is refused before the model is read
+    caps = capabilities.load_changed(args.profile, args.what_if)
     log = None
     if args.sched_log:
         from kzlab.analysis.predict import schedlog

@@ -73,12 +73,12 @@ class Capabilities:
         desc = g.ggml_op_desc(t).decode()
         if desc not in self.paths:
             return ""
-        return path_of(self.paths[desc], t, _OptionsEnv(env, self.options))
+        return path_of(self.paths[desc], t, _OptionsEnv(env, self))
 
     def refusal(self, t, env: Env) -> tuple[str, str] | None:
         """None when supports_op would return true, else (rule, reason)."""
         desc = g.ggml_op_desc(t).decode()
-        env = _OptionsEnv(env, self.options)
+        env = _OptionsEnv(env, self)
         why = check(self.all, t, env)
         if why:
             return why
@@ -105,15 +105,23 @@ class Capabilities:
 
 
 class _OptionsEnv:
-    """The simulator's Env with the profile's run-time options (rules read `env.options`)."""
+    """The simulator's Env with what a rule may ask the profile: its run-time options (`env.options`) and the kernel
+    path a node takes (`env.kernel_path(t)`: a product's acceptance can depend on it, from one rule)."""
 
-    __slots__ = ("env", "options")
+    __slots__ = ("env", "profile")
 
-    def __init__(self, env: Env, options: dict[str, Any]):
-        self.env, self.options = env, options
+    def __init__(self, env: Env, profile: Capabilities):
+        self.env, self.profile = env, profile
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.profile.options
 
     def buffer_kind(self, t) -> str | None:
         return self.env.buffer_kind(t)
+
+    def kernel_path(self, t) -> str:
+        return self.profile.kernel_path(t, self.env)
 
 
 def names() -> list[str]:
@@ -347,11 +355,21 @@ def parse_changes(items: list[str] | str) -> tuple[dict[str, str], list[str], li
         if "=" in item:
             k, _, v = item.partition("=")
             opts[k.strip()] = v.strip()
-        elif item[:1] in "+-" and len(item.strip()) > 1:
-            (add if item[0] == "+" else remove).append(item[1:].strip().upper())
+        elif item[:1] in "+-":
+            op = item[1:].strip().upper()
+            if not op:
+                raise InvalidOptionError(f"what-if {item!r} names no op (+OP adds an op, -OP takes one away, e.g. "
+                                         "+SIN)")
+            (add if item[0] == "+" else remove).append(op)
         else:
             raise InvalidOptionError(f"what-if {item!r}: expected +OP, -OP or NAME=VALUE (e.g. +SIN -CONCAT hmx=0)")
     return opts, add, remove
+
+
+def load_changed(name_or_path: str | Path, changes: list[str] | str = ()) -> Capabilities:
+    """A profile (`load`) with what-if items (`parse_changes`: `+SIN -CONCAT hmx=0`) applied (`with_changes`)."""
+    caps = load(name_or_path)
+    return with_changes(caps, *parse_changes(changes)) if changes else caps
 
 
 def with_changes(caps: Capabilities, options: dict[str, Any] | None = None, add: list[str] = (),

@@ -53,6 +53,12 @@ def options_of(env: Env) -> dict:
     return getattr(env, "options", None) or {}
 
 
+def kernel_path_of(env: Env, t) -> str:
+    """The kernel path the profile's path rule gives a node ("" when it names none)."""
+    fn = getattr(env, "kernel_path", None)
+    return fn(t) if fn is not None else ""
+
+
 def src(t, i: int):
     p = t.contents.src[i]
     return p if p else None
@@ -422,10 +428,10 @@ def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
     """0.15.3 on (v0.21.0, 78c531d): no row limit; refused when the kernel the host-side solver picks needs more
     VTCM than the session has (ggml_hexagon_supported_mul_mat: kparams.vtcm_size > sess->vtcm_size).
 
-    arg: {vtcm_bytes, threads, layout, hmx_src1_f32, hmx_k_max}. The session's VTCM size and thread count come from
-    the hardware query (htp_iface_hwinfo) or, when it fails, 8 MiB and 8 threads. With HMX on (the profile's
-    option `hmx`) an HMX-eligible shape takes HMX and is accepted when the HMX solver fits it (up to `hmx_k_max`);
-    the rest take the HVX kernels, sized exactly as ggml_hexagon_precompute_hvx_mm_params sizes them (F16/F32
+    arg: {vtcm_bytes, threads, layout}. The session's VTCM size and thread count come from the hardware query
+    (htp_iface_hwinfo) or, when it fails, 8 MiB and 8 threads. A product the profile's path rule sends to HMX
+    (`hex_mm_path`: HMX on, the shape eligible and within what the HMX solver fits) is accepted; the rest take the
+    HVX kernels, sized exactly as ggml_hexagon_precompute_hvx_mm_params sizes them (F16/F32
     weights: the all-src1-in-VTCM kernel when it fits and src0 is neither batched nor permuted, else the
     DDR-streaming kernel; quantized weights: the tiled kernel at its smallest prefetch depth, else the flat
     fallback); `layout` picks the quantized sizing of 0.15.3 ("eced84c8") or of v0.21.0 / 78c531d.
@@ -434,7 +440,7 @@ def hex_mul_mat_vtcm(t, env: Env, arg) -> str | None:
     if why:
         return why
     cfg = arg or {}
-    if _hmx_path(t, env, {**cfg, "era": "host"}):  # the HMX solver fits it: ggml_hexagon_precompute_matmul_params
+    if kernel_path_of(env, t) == "hmx":  # the HMX solver fits it: ggml_hexagon_precompute_matmul_params
         return None
     budget = int(cfg.get("vtcm_bytes", 8 * 1024 * 1024))
     threads = int(cfg.get("threads", 8))
@@ -487,16 +493,12 @@ def _hmx_why_not(t, cfg: dict) -> str:
     return ""
 
 
-def _hmx_path(t, env: Env, cfg: dict) -> bool:
-    return bool(options_of(env).get("hmx", True)) and not _hmx_why_not(t, cfg)
-
-
 @path_rule("hex_mm_path")
 def hex_mm_path(t, env: Env, arg) -> str:
     """The kernel a MUL_MAT the HTP accepts runs on: "hmx" (the matrix unit) or "hvx" (the vector units), as
     `_hmx_why_not` decides for the profile's era, with HMX on unless the profile's option `hmx` is off
     (GGML_HEXAGON_USE_HMX=0)."""
-    return "hmx" if _hmx_path(t, env, arg or {}) else "hvx"
+    return "hmx" if options_of(env).get("hmx", True) and not _hmx_why_not(t, arg or {}) else "hvx"
 
 
 def path_of(item: list, t, env: Env) -> str:

@@ -329,7 +329,7 @@ def stage_selection(stages: list[str] | str | None) -> list[str] | None:
     items = stages.split("+") if isinstance(stages, str) else list(stages)
     items = [str(x).strip() for x in items if str(x).strip()]
     if not items:
-        raise InvalidOptionError(f"stages={stages!r}: name one stage or more (e.g. stages=decoder)")
+        raise InvalidOptionError(f"stages={stages!r} names no stage (e.g. stages=decoder)")
     return items
 
 

@@ -102,12 +102,11 @@ class _Compiled:
         for kind, amount, name, stage in m.split_terms:
             splits.setdefault((kind, name), np.zeros(ns))[stage] += amount
         contention = []
-        ckeys = [(c, sp) for _, _, c, sp in m.contention_terms]
+        ckeys = [t[3:] for t in m.contention_terms]
+        cols = [[t[j] for t in m.contention_terms] for j in range(3)]  # ms, stage, backend
         for k in dict.fromkeys(ckeys):
-            idx = [i for i, x in enumerate(ckeys) if x == k]
-            ms = [m.contention_terms[i][0] for i in idx]
-            stage = [m.contention_terms[i][1] for i in idx]
-            contention.append((k, _Rows.of((ms,), stage, [m.backend_index("CPU")] * len(idx), ns, nb)))
+            ms, stage, backend = pick([i for i, x in enumerate(ckeys) if x == k], *cols)
+            contention.append((k, _Rows.of((ms,), stage, backend, ns, nb)))
         return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), roof, meas, list(splits.items()), contention)
 
 
@@ -138,8 +137,8 @@ class CostModel:
     meas_backend: list[int] = field(default_factory=list)
     # splits: (kind, amount, parameter, stage): kind sync (amount 1), copy or cache (amount bytes)
     split_terms: list[tuple[str, float, str, int]] = field(default_factory=list)
-    # contention: (the next CPU split's profiled ms, its stage, contention parameter, spin parameter)
-    contention_terms: list[tuple[float, int, str, str]] = field(default_factory=list)
+    # contention: (the next CPU split's profiled ms, its stage, its backend, contention parameter, spin parameter)
+    contention_terms: list[tuple[float, int, int, str, str]] = field(default_factory=list)
     _cache: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
 
     def stage_index(self, stage: str) -> int:
@@ -155,7 +154,7 @@ class CostModel:
     def parameter_names(self) -> set[str]:
         names = set(self.roof_rate_p) | set(self.roof_bw_p) | set(self.roof_launch_p) | set(self.meas_p)
         names |= {t[2] for t in self.split_terms}
-        names |= {n for t in self.contention_terms for n in t[2:]}
+        names |= {n for t in self.contention_terms for n in t[3:]}
         names |= {n for n in (self.cpu.baseline, self.cpu.skew) if n}
         return names
 
@@ -171,8 +170,6 @@ class CostModel:
     def _compiled(self) -> _Compiled:
         """The rows as arrays grouped by the parameters they read, built once (a calibration prices the same
         model for tens of thousands of draws, in batches)."""
-        if self.contention_terms:
-            self.backend_index("CPU")  # the contention is the CPU's time
         key = (len(self.cpu_ms), len(self.roof_flops), len(self.meas_ms), len(self.split_terms),
                len(self.contention_terms), len(self.stages), len(self.backends))
         if self._cache is None or self._cache.key != key:

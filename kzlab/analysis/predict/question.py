@@ -9,6 +9,7 @@ device measurement that would settle it. The CPU-only decode is always one of th
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ class ConfigSpec:
     profile_options: dict[str, Any] = field(default_factory=dict)
     #: the stages under the device's scheduler (None: the whole graph); the rest runs on the CPU path
     stages: list[str] | None = None
+    _caps: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> ConfigSpec:
@@ -55,45 +57,32 @@ class ConfigSpec:
         parts = [p.strip() for p in rest.split(",") if p.strip()]
         if not name.strip() or not parts:
             raise InvalidOptionError(f"--config {text!r}: expected NAME=PROFILE[,mm_chunk=K,+OP,-OP,stages=S,...]")
-        opts: dict[str, Any] = {}
-        add, remove = [], []
-        for p in parts[1:]:
-            if p[0] in "+-" and "=" not in p:
-                if not p[1:].strip():
-                    raise InvalidOptionError(f"--config {text!r}: {p!r} names no op (+OP adds an op, -OP takes one "
-                                             "away, e.g. +SIN)")
-                (add if p[0] == "+" else remove).append(p[1:].strip().upper())
-                continue
-            k, eq, v = p.partition("=")
-            if not eq:
-                raise InvalidOptionError(f"--config {text!r}: item {p!r} is neither key=value nor +OP / -OP")
-            opts[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
+        from kzlab.analysis.placement.capabilities import load, parse_changes
+        from kzlab.analysis.placement.simulate import stage_selection
+
+        given, add, remove = parse_changes(parts[1:])
+        caps = load(parts[0])
+        # the options the profile declares (e.g. hmx) are its own; the rest are the lowering's (ints where digits)
+        own = {k: v for k, v in given.items() if k in caps.options}
+        opts: dict[str, Any] = {k: int(v) if v.lstrip("-").isdigit() else v for k, v in given.items()
+                                if k not in caps.options}
         weights_on = str(opts.pop("weights_on", "htp"))
         stages = opts.pop("stages", None)
-        if stages is not None and not [x for x in str(stages).split("+") if x.strip()]:
-            raise InvalidOptionError(f"--config {text!r}: stages= names no stage (e.g. stages=decoder)")
-        spec = cls(name.strip(), parts[0], opts, weights_on, add, remove,
-                   stages=None if stages is None else [x for x in str(stages).split("+") if x])
-        return spec.split_profile_options()
-
-    def split_profile_options(self) -> ConfigSpec:
-        """Move the options the capability profile declares (e.g. `hmx`) out of the lowering options."""
-        from kzlab.analysis.placement.capabilities import load as load_caps
-
-        caps = load_caps(self.profile)
-        for k in [k for k in self.options if k in caps.options]:
-            self.profile_options[k] = self.options.pop(k)
-        return self
+        spec = cls(name.strip(), parts[0], opts, weights_on, add, remove, own,
+                   None if stages is None else stage_selection(str(stages)))
+        spec._caps = caps
+        return spec
 
     def capabilities(self) -> Any:
-        """The profile with this configuration's what-if changes (refused with the known names when unknown)."""
-        from kzlab.analysis.placement.capabilities import load as load_caps
-        from kzlab.analysis.placement.capabilities import with_changes
+        """The profile with this configuration's what-if changes (refused with the known names when unknown),
+        loaded once."""
+        from kzlab.analysis.placement.capabilities import load, with_changes
 
-        caps = load_caps(self.profile)
+        if self._caps is None:
+            self._caps = load(self.profile)
         if not (self.add_ops or self.remove_ops or self.profile_options):
-            return caps
-        return with_changes(caps, self.profile_options, self.add_ops, self.remove_ops)
+            return self._caps
+        return with_changes(self._caps, self.profile_options, self.add_ops, self.remove_ops)
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"profile": self.profile, **self.options, "weights_on": self.weights_on}
@@ -249,14 +238,12 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         lowering = Lowering.from_dict(lowering)
     base = (lowering or Lowering()).replace(mode="portable")
 
+    known = [f.name for f in dataclasses.fields(Lowering)]
     for s in specs:
-        s.capabilities()  # a bad profile or what-if is refused before anything is profiled
-        import dataclasses
-
-        known = [f.name for f in dataclasses.fields(Lowering)]
+        caps = s.capabilities()  # a bad profile or what-if is refused before anything is profiled
         bad = [k for k in s.options if k not in known]
         if bad:
-            own = ", ".join(sorted(s.capabilities().options)) or "none"
+            own = ", ".join(sorted(caps.options)) or "none"
             raise InvalidOptionError(f"--config {s.name}: unknown option {', '.join(bad)} (lowering options: "
                                      f"{', '.join(known)}; {s.profile}'s options: {own}; also stages=, weights_on=, "
                                      "+OP, -OP)")

@@ -484,7 +484,7 @@ def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: d
             continue
         p = perf[key]
         st = cm.stage_index(field_of(splits[i + 1], "stage", "") or "(graph)")
-        cm.contention_terms.append((t, st, p.contention.name, p.spin_ms.name))
+        cm.contention_terms.append((t, st, cm.backend_index(nxt), p.contention.name, p.spin_ms.name))
         used.update({p.contention.name, p.spin_ms.name})
         used_perf.add(key)
         split_rows[i + 1]["contention_ms"] = p.contention.value * min(scale * t, p.spin_ms.value)

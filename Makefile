@@ -3,10 +3,12 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-# ggml-python is built from source: RPC always, OpenBLAS when pkg-config finds it
-BLAS   := $(shell pkg-config --exists openblas 2>/dev/null && echo "-DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS")
-GGML_CMAKE_ARGS := -DGGML_RPC=ON -DGGML_NATIVE=ON $(BLAS)
-STAMP  := $(VENV)/.ggml-$(shell echo "$(GGML_CMAKE_ARGS)" | md5sum | cut -c1-8)
+# ggml-python is built from source (.ci/build-ggml): RPC always, and for ggml's BLAS backend the BLAS chosen by
+# measurement (README, "Which BLAS"): KZLAB_BLAS=auto takes Intel oneMKL from PyPI on x86-64, else the system's
+# OpenBLAS, else none; KZLAB_BLAS=mkl|openblas|none asks for one (and fails when it cannot be had)
+KZLAB_BLAS  ?= auto
+MKL_VERSION ?= 2026.2.1
+STAMP  := $(VENV)/.ggml-$(shell echo "$(KZLAB_BLAS) $(MKL_VERSION) rpc native" | md5sum | cut -c1-8)
 
 .PHONY: venv test demo lint fuzz bench notebooks wheel-check clean
 
@@ -15,12 +17,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# the ggml-python wheel is built once per CMAKE_ARGS and kept in $(VENV)/wheels, so that the wheel check's fresh
-# venv installs the same build instead of compiling it again
+# the ggml-python wheel is built once per BLAS choice and kept in $(VENV)/wheels (with what it needs at run time),
+# so that the wheel check's fresh venv installs the same build instead of compiling it again
 $(STAMP): $(PY)
-	rm -rf $(VENV)/wheels
-	CMAKE_ARGS="$(GGML_CMAKE_ARGS)" $(PIP) wheel -q --no-cache-dir --no-binary ggml-python --no-deps -w $(VENV)/wheels ggml-python==0.0.45
-	$(PIP) install -q --force-reinstall --no-deps $(VENV)/wheels/ggml_python-*.whl
+	bash .ci/build-ggml $(VENV) $(KZLAB_BLAS) $(MKL_VERSION)
 	rm -f $(VENV)/.ggml-*
 	touch $(STAMP)
 

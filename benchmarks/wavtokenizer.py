@@ -63,7 +63,10 @@ class KzlabRun:
         import kzlab
 
         self.dec = kzlab.load(cfg["path"], threads=cfg["threads"], **cfg.get("kw", {}))
-        self.label = f"{self.dec!r}, ggml llamafile={g.ggml_cpu_has_llamafile()}, kzlab {Path(kzlab.__file__).parent}"
+        from kzlab.environment import blas_label
+
+        self.label = (f"{self.dec!r}, BLAS backend {blas_label()}, ggml llamafile={g.ggml_cpu_has_llamafile()}, "
+                      f"kzlab {Path(kzlab.__file__).parent}")
 
     def __call__(self, codes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         t0 = time.perf_counter()
@@ -259,6 +262,8 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
     if not args.no_llama:
         rows.append(("llama.cpp + iSTFT", {**base, "kind": "llama", "path": args.f32, "istft_py": ISTFT_PY}))
     rows.append(("kzlab default", {**base, "kind": "kzlab", "path": args.f32}))
+    rows.append(("kzlab portable (ggml ops only)", {**base, "kind": "kzlab", "path": args.f32,
+                                                     "kw": {"mode": "portable"}}))
     if args.alternatives:
         rows += [
             ("kzlab llama.cpp-like (im2col-f16, gelu tanh)",

@@ -128,16 +128,25 @@ def test_cli_info_and_decode(tmp_path, capsys, ref):
     assert snr_db(np.load(wav), ref["wav"]) >= 70.0
 
 
-def test_no_fused_nodes_so_every_run_is_portable_and_says_so():
-    """The family has no fused CPU nodes: `auto` resolves to the portable plan on the CPU too, and asking for the
-    fast mode is refused rather than recorded as what ran."""
+def test_the_fused_convnext_node_is_the_fast_mode_and_the_plan_says_which_ran():
+    """The family's one fused CPU node is the ConvNeXt block: `auto` on the CPU resolves to the fast plan with it,
+    the options it would override (gelu, dwconv, wtype) keep the ggml ops, and the first family's fused options,
+    which this decoder has nothing for, resolve to ops and are refused when asked for."""
     from kzlab.errors import InvalidOptionError
 
     m = kzlab.load_model(GGUF)
     with kzlab.Decoder(m, backend="cpu", sched=False) as d:
-        assert d.session.plan.mode == "portable"
-    with pytest.raises(InvalidOptionError, match="no fused nodes"):
-        kzlab.Decoder(m, kzlab.Lowering(mode="fast"), backend="cpu", sched=False)
+        plan = d.session.plan
+        assert plan.mode == "fast" and plan.convnext == "fused"
+        assert (plan.snake, plan.resunit, plan.convt) == ("folded", "ops", "col2im")
+        assert "convnext=fused" in repr(d)
+    for kw in ({"gelu": "tanh"}, {"dwconv": "taps"}, {"wtype": "f16"}, {"mode": "portable"}):
+        with kzlab.Decoder(m, kzlab.Lowering(**kw), backend="cpu", sched=False) as d:
+            assert d.session.plan.convnext == "ops" and d.session.plan.mode == "portable", kw
+    with pytest.raises(InvalidOptionError, match="no SnakeBeta"):
+        kzlab.Decoder(m, kzlab.Lowering(snake="fused"), backend="cpu", sched=False)
+    with pytest.raises(InvalidOptionError, match="mode='portable' builds ggml ops only"):
+        kzlab.Decoder(m, kzlab.Lowering(convnext="fused", mode="portable"), backend="cpu", sched=False)
 
 
 # ---- files: kzlab convert, synth and built-in names for this family --------------------------------------------

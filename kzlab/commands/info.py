@@ -1,4 +1,5 @@
-"""`kzlab info MODEL [--json]`: layout, architecture, hyperparameters, parameter count, dtypes, size."""
+"""`kzlab info MODEL [--json]`: layout, architecture, hyperparameters, parameter count, dtypes, size, and what
+would run it here (the ggml build's backends and the BLAS library its BLAS backend calls)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def run(args) -> int:
     from kzlab.loader import load_model
 
     m = load_model(args.model, layout=args.layout)
-    info = m.info()
+    info = {**m.info(), "runtime": runtime_info()}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -36,4 +37,17 @@ def run(args) -> int:
         print(f"{label:<11} {text}")
     for n in info["notes"]:
         print(f"note        {n}")
+    rt = info["runtime"]
+    blas = rt["blas"]["label"] if rt["blas"] else "none (ggml's own CPU products)"
+    print(f"runtime     ggml {rt['ggml']}, backends {', '.join(rt['backends'])}; BLAS backend: {blas}")
     return 0
+
+
+def runtime_info() -> dict:
+    """The ggml build this process runs: its version, its backends, the BLAS library behind its BLAS backend."""
+    from kzlab.environment import ggml_blas_library, versions
+    from kzlab.runtime.devices import available_backends
+
+    lib = ggml_blas_library()
+    return {"ggml": versions()["ggml"], "backends": list(available_backends()),
+            "blas": lib.as_dict() if lib is not None else None}

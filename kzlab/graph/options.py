@@ -32,10 +32,11 @@ MODE_CHOICES = ("auto", "portable", "fast")
 GELU_CHOICES = ("erf", "tanh")
 ISTFT_CHOICES = ("host", "graph")
 DWCONV_CHOICES = ("direct", "taps")
+CONVNEXT_CHOICES = ("auto", "fused", "ops")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
-FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im"}
+FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im", "convnext": "ops"}
 
 HELP = {
     "mode": "portable = ggml ops only (what a device port runs and the Hexagon simulator places); fast = kzlab's "
@@ -66,6 +67,11 @@ HELP = {
     "(llama.cpp's graph)",
     "istft": "inverse STFT of families whose head gives a spectrum: host = numpy after the graph (as llama.cpp); "
     "graph = in ggml ops (inverse-DFT product, COL2IM_1D overlap-add), so it is profiled and placed too",
+    "convnext": "ConvNeXt blocks of families that have a fused node for them (depthwise conv, LayerNorm, pointwise "
+    "MLP with the exact GELU, gamma, residual): fused = one kzlab CPU node per block (numpy BLAS products and a "
+    "vectorised exact GELU on tiles of frames; F32), CPU and BLAS backends only; ops = ggml ops; auto = fused "
+    "where every backend is the CPU or BLAS and the options it replaces (gelu, dwconv, mm_chunk, wtype) are left "
+    "at their defaults",
     "dwconv": "depthwise convs of families that have them: direct = one CONV_2D_DW node (fastest on the CPU); taps = "
     "K shifted MUL + ADD nodes (ops every device backend takes, e.g. the Hexagon NPU, which refuses CONV_2D_DW)",
 }
@@ -87,6 +93,7 @@ class Lowering:
     gelu: str = "erf"
     istft: str = "host"
     dwconv: str = "direct"
+    convnext: str = "auto"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -100,6 +107,7 @@ class Lowering:
             ("gelu", GELU_CHOICES),
             ("istft", ISTFT_CHOICES),
             ("dwconv", DWCONV_CHOICES),
+            ("convnext", CONVNEXT_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -135,9 +143,13 @@ class Lowering:
     def replace(self, **kw: Any) -> Lowering:
         return dataclasses.replace(self, **kw)
 
-    def resolve(self, cpu_only: bool, where: str = "a device backend") -> LoweringPlan:
+    def resolve(
+        self, cpu_only: bool, where: str = "a device backend", absent: dict[str, str] | None = None
+    ) -> LoweringPlan:
         """Every choice made for a graph on CPU/BLAS backends only (`cpu_only`) or not; `where` names the
-        backends in refusals.
+        backends in refusals; `absent` maps the options the decoder at hand has nothing for (its family's
+        `not_applicable`) to why: those resolve to their ggml-op choice, and asking one of them for `fused` is
+        refused with that reason (the plan never says a fused node ran where none exists).
 
         `mode="auto"` is `fast` on the CPU and BLAS, else `portable`. A device backend (RPC, GPU, or a simulated
         Hexagon) cannot run kzlab's fused nodes, which call back into this process: `fast` or an explicit
@@ -146,6 +158,10 @@ class Lowering:
         orders, snake lowerings or weight types then measures what it says), and `convt="auto"` likewise. The
         plan's mode is what the graph really is: `fast` when it holds a fused node, else `portable`.
         """
+        absent = {n: why for n, why in (absent or {}).items() if n in FUSABLE}
+        for n in absent:
+            if getattr(self, n) == "fused":
+                raise InvalidOptionError(f"{n}='fused': {absent[n]}; use {n}='auto'")
         mode = self.mode if self.mode != "auto" else ("fast" if cpu_only else "portable")
         asked = [n for n in FUSABLE if getattr(self, n) == "fused"]
         if mode == "fast" and not cpu_only:
@@ -169,7 +185,10 @@ class Lowering:
             "snake": "fused" if fast else "folded",
             "resunit": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
             "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
+            "convnext": "fused" if fast and all(getattr(self, f) == getattr(d, f) for f in (
+                "gelu", "dwconv", "mm_chunk", "wtype")) else "ops",
         }
+        choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}
         plan_mode = "fast" if "fused" in made.values() else "portable"
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Lowering)}
@@ -207,6 +226,8 @@ class Lowering:
             parts.append(f"istft={self.istft}")
         if self.dwconv != "direct" and show["dwconv"]:
             parts.append(f"dwconv={self.dwconv}")
+        if self.convnext != "ops" and show["convnext"]:
+            parts.insert(1, f"convnext={self.convnext}")
         return " ".join(parts)
 
 
@@ -234,6 +255,10 @@ class LoweringPlan(Lowering):
     @property
     def fused_convt(self) -> bool:
         return self.convt == "fused"
+
+    @property
+    def fused_convnext(self) -> bool:
+        return self.convnext == "fused"
 
     @property
     def folded_snake(self) -> bool:

@@ -24,7 +24,8 @@ from kzlab.model.model import Model, Weight
 QK8_0 = 32
 SNAKE_EPS = 1e-9
 #: roles no fused node reads (a family whose fused nodes read some names them: `Arch.fused_roles`)
-NO_FUSED_ROLES = {"resunit_conv": re.compile(r"(?!)"), "block_convt": re.compile(r"(?!)")}
+NEVER = re.compile(r"(?!)")
+NO_FUSED_ROLES = {"resunit_conv": NEVER, "block_convt": NEVER, "mlp_linear": NEVER}
 #: the largest F32 weight a fused transposed conv takes: each ggml thread runs its own product over its frames
 #: and so streams the whole weight; the first block's (75 MB at full size, 124 frames) is faster as col2im,
 #: whose one BLAS product splits the weight between the threads
@@ -132,6 +133,10 @@ def prepare_weights(model: Model, low: LoweringPlan) -> dict[str, Prepared]:
     for role, w in model.weights.items():
         for p in _prepare_one(role, w, low, fam):
             out[p.name] = p
+    packed = getattr(arch, "packed_weights", None)
+    for name, values in (packed(model.weights, model.hparams, low) if packed else {}).items():
+        v = np.ascontiguousarray(values, dtype=np.float32)
+        out[name] = Prepared(name, "F32", tuple(reversed(v.shape)), v, name)
     derived = getattr(arch, "derived_weights", None)
     for name, values in (derived(model.hparams, low) if derived else {}).items():
         v = np.ascontiguousarray(values, dtype=np.float32)
@@ -168,6 +173,9 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
         return [_prepare_conv(role, w, low, fam)]
     # linear [out, in] -> ne [in, out]
     out_f, in_f = shape
+    if low.fused_convnext and fam.fused_roles.get("mlp_linear", NEVER).search(role):
+        # the fused ConvNeXt node's products read numpy [out, in] F32 matrices: the file's layout, widened
+        return [_matrix(role, w, lambda a: a, (in_f, out_f), "F32", True)]
     t = _pick_type(w, low.wtype, in_f, True, fam)
     return [_matrix(role, w, lambda a: a, (in_f, out_f), t, True)]
 

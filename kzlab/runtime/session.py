@@ -98,7 +98,10 @@ class Session:
             backends = BackendSpec.from_kw(backends, **backend_kw)
         elif backend_kw:
             raise InvalidOptionError("Session: a resolved backend set takes no further backend options")
-        resolved, self.plan = resolve_run(lowering, backends, fused_nodes=arch_of(model.hparams).fused_nodes)
+        arch = arch_of(model.hparams)
+        resolved, self.plan = resolve_run(
+            lowering, backends, fused_nodes=arch.fused_nodes, absent=dict(getattr(arch, "not_applicable", {}) or {})
+        )
         self.backends: BackendSet = open_backends(resolved)
         self._lock = threading.RLock()
         self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}

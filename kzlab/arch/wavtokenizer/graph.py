@@ -15,6 +15,7 @@ import math
 from ggml import ggml as g
 
 from kzlab.arch.wavtokenizer.spec import WavTokenizerHParams, stage_input_shape, stage_names
+from kzlab.graph import fused
 from kzlab.graph.builder import Act, GraphBuilder
 from kzlab.graph.options import LoweringPlan
 
@@ -177,8 +178,38 @@ def _depthwise_ssm(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
     return b.add_bias(Act(g.ggml_reshape_2d(ctx, y, C, T), True), bname)
 
 
+def fused_convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
+    """The block as one kzlab CPU node (kzlab.graph.fused.convnext), named by the block's path.
+
+    Its four logical layers are still recorded (with their MACs, for the tables), marked `fused_into` the block;
+    the node's time and FLOPs belong to the block's own row."""
+    p, C, F, T = f"convnext.{i}", hp.dim, hp.intermediate_size, x.T
+    subs = [
+        (".dwconv", "conv1d", 7 * C * T, {"kernel": 7, "extra": {"groups": C, "padding": "same"}}),
+        (".norm", "norm", 0, {}),
+        (".mlp", "mlp", 2 * C * F * T, {}),
+        (".residual", "other", 0, {}),
+    ]
+    with b.layer(p, "convnext", c_in=C, c_out=C, t_in=T, t_out=T, extra={"fuses": [p + s[0] for s in subs]}):
+        names = {"dw.weight": "dwconv.weight", "vectors": "vectors", "pw1.weight": "pw1.weight",
+                 "pw1.bias": "pw1.bias", "pw2.weight": "pw2.weight"}
+        w = {k: b.w[f"{p}.{v}"] for k, v in names.items()}
+        k = int(w["dw.weight"].contents.ne[1])
+        y = Act(fused.convnext(b.ctx, x.t, x.cl, w, (k - 1) // 2, hp.layer_norm_eps), True)
+    for suffix, kind, macs, info in subs:
+        extra = {**info.get("extra", {}), "fused_into": p}
+        more = {"macs": macs, "macs_seed": macs} if macs else {}
+        if "kernel" in info:
+            more["kernel"] = info["kernel"]
+        with b.layer(p + suffix, kind, c_in=C, c_out=C, t_in=T, t_out=T, extra=extra, **more):
+            pass
+    return y
+
+
 def convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
     """Depthwise conv, LayerNorm, Linear, GELU, Linear, gamma, residual."""
+    if b.low.fused_convnext:
+        return fused_convnext_block(b, hp, x, i)
     ctx, p, C, F, T = b.ctx, f"convnext.{i}", hp.dim, hp.intermediate_size, x.T
     with b.layer(f"{p}.dwconv", "conv1d", c_in=C, c_out=C, kernel=7, t_in=T, t_out=T, macs=7 * C * T,
                  macs_seed=7 * C * T, extra={"groups": C, "padding": "same"}):

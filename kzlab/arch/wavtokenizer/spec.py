@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -262,8 +263,14 @@ class WavTokenizerDec:
     left_context: int = 50
     right_context: int = 0
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
-    #: no fused CPU nodes: every run builds ggml ops only (mode "portable"), on the CPU too
-    fused_nodes: bool = False
+    #: one fused CPU node, the ConvNeXt block (`convnext="fused"`, kzlab.graph.fused), in the fast mode
+    fused_nodes: bool = True
+    #: the roles the fused nodes read in their own layout (kzlab.graph.prepared): the ConvNeXt blocks' products
+    fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: {
+        "resunit_conv": re.compile(r"(?!)"),
+        "block_convt": re.compile(r"(?!)"),
+        "mlp_linear": re.compile(r"^convnext\.\d+\.pw[12]\.weight$"),
+    })
     not_applicable: dict[str, str] = field(default_factory=lambda: {
         "convt": "this decoder has no transposed conv (the inverse STFT makes the samples)",
         "snake": "this decoder has no SnakeBeta activation (its activations are swish and GELU)",
@@ -320,11 +327,31 @@ class WavTokenizerDec:
         return f"posnet.{len(hp.posnet_kinds) - 1}", "backbone.norm", reach
 
     def custom_flops(self, name: str, out: Any, srcs: Sequence[Any]) -> int | None:
-        """The family builds ggml ops only: no custom node is its own."""
-        return None
+        """The fused ConvNeXt node (six sources, pw1's weight fourth, ne [C, F]; the depthwise kernel second, ne
+        [C, K]) counts its two products, 4 * T * C * F, the depthwise conv (2 * K per element of the block's
+        [T, C]), the LayerNorm (about 8 per element), the exact GELU (about 20 per hidden element) and gamma,
+        biases and residual (4 per element)."""
+        if self.custom_label(name, srcs) != "convnext" or srcs[3] is None or srcs[1] is None:
+            return None
+        c, f = srcs[3].ne[0], srcs[3].ne[1]
+        k = srcs[1].ne[1]
+        t = out.n // max(c, 1)
+        return 4 * t * c * f + (2 * k + 8 + 4) * out.n + 20 * t * f
 
     def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
-        return None
+        return "convnext" if len(srcs) == CONVNEXT_NODE_SOURCES else None
+
+    def packed_weights(self, weights: dict[str, Any], hp: WavTokenizerHParams, plan: Any) -> dict[str, np.ndarray]:
+        """Tensors the fused nodes read that the file holds apart (numpy order, F32): each ConvNeXt block's five
+        per-channel vectors stacked as one [5, C] tensor, `convnext.{i}.vectors` (kzlab.graph.fused.VECTOR_ROWS),
+        so that the fused node takes six sources (ggml allows nine)."""
+        if not getattr(plan, "fused_convnext", False):
+            return {}
+        rows = ("dwconv.bias", "norm.weight", "norm.bias", "pw2.bias", "gamma")
+        return {
+            f"convnext.{i}.vectors": np.stack([weights[f"convnext.{i}.{r}"].f32().reshape(-1) for r in rows])
+            for i in range(hp.num_convnext)
+        }
 
     def derived_weights(self, hp: WavTokenizerHParams, plan: Any) -> dict[str, np.ndarray]:
         """Constants the graph needs that the file does not hold (numpy order, F32): the in-graph iSTFT's
@@ -335,5 +362,8 @@ class WavTokenizerDec:
 
         return {"istft.basis": basis(hp.n_fft), "istft.window_sq": (hann(hp.n_fft) ** 2).astype(np.float32)[None, :]}
 
+
+#: sources of the fused ConvNeXt node (len(kzlab.graph.fused.CONVNEXT_SOURCES), which this layer may not import)
+CONVNEXT_NODE_SOURCES = 6
 
 ARCH = WavTokenizerDec()

@@ -122,3 +122,100 @@ def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: i
         else:
             np.add(P3[1:, :r], P3[:-1, r:], out=y3)
         y3 += p["bias"]
+
+
+# ---- the ConvNeXt block ------------------------------------------------------------------------------------
+#: erf by Abramowitz & Stegun 7.1.26: erf(z) = 1 - (a1 s + ... + a5 s^5) exp(-z^2), s = 1 / (1 + p z), z >= 0,
+#: absolute error at most 1.5e-7 (about one float32 ulp of 1), so the exact GELU stays exact to float32. Here z =
+#: |u| / sqrt(2), so p is taken over sqrt(2) and the a_i are halved: the polynomial gives q/2, q = 1 - erf(z)
+_ERF_P = np.float32(0.3275911 / np.sqrt(2.0))
+_ERF_A = tuple(np.float32(v / 2) for v in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429))
+
+
+def gelu_erf(u: np.ndarray, out: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
+    """out = u * Phi(u) = 0.5 u (1 + erf(u / sqrt 2)), the exact GELU, vectorised (ggml 0.15.3's GELU_ERF calls
+    scalar erff per element); `s` and `e` are scratch of u's shape, `out` must not be `u`.
+
+    With q = 1 - erf(|u| / sqrt 2) (no cancellation for either sign), gelu = max(u, 0) - |u| q / 2. Only
+    whole-array passes numpy vectorises (a masked copy costs 40 times an add)."""
+    np.abs(u, out=e)
+    np.multiply(e, _ERF_P, out=s)
+    s += 1
+    np.reciprocal(s, out=s)  # s = 1 / (1 + p |z|)
+    a1, a2, a3, a4, a5 = _ERF_A
+    np.multiply(s, a5, out=out)
+    for a in (a4, a3, a2, a1):
+        out += a
+        out *= s
+    np.square(u, out=s)
+    s *= np.float32(-0.5)
+    np.exp(s, out=s)  # exp(-z^2)
+    out *= s  # q / 2
+    out *= e  # |u| q / 2
+    np.add(u, e, out=s)
+    s *= np.float32(0.5)  # max(u, 0)
+    np.subtract(s, out, out=out)
+
+
+#: bytes of one tile's hidden rows ([tile, F] F32). The products dominate and sgemm is most efficient on tall
+#: tiles: at the shipped sizes (C 768, F 2304) a thread's block took 77, 74, 71 and 69 ms (one core, 750 frames)
+#: at 128, 192, 256 and 375 frames per tile, so a tile is as tall as 4 MB of hidden rows allows
+CONVNEXT_TILE_BYTES = 1 << 22
+CONVNEXT_MIN_ROWS, CONVNEXT_MAX_ROWS = 16, 512
+
+
+def convnext_tile_rows(hidden: int) -> int:
+    """Frames per tile of the fused ConvNeXt block for a hidden width of `hidden` channels."""
+    return int(min(CONVNEXT_MAX_ROWS, max(CONVNEXT_MIN_ROWS, CONVNEXT_TILE_BYTES // (4 * hidden))))
+
+
+def convnext_rows(
+    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], left: int, eps: float, t0: int, t1: int, tile: int
+) -> None:
+    """Output frames [t0, t1) of one ConvNeXt block, a tile at a time; x and y are [T, C] channels-last.
+
+    y = x + gamma * (pw2(gelu(pw1(LN(dwconv(x))))) with the depthwise conv of K taps reading frames t - left ...
+    t - left + K - 1 (zeros outside [0, T): 'same' padding is left = (K-1)/2, causal left = K-1), LayerNorm over
+    the channels of each frame, the exact GELU. p: "dw.weight" [K, C], "dw.bias" [C], "norm.weight",
+    "norm.bias" [C], "pw1.weight" [F, C], "pw1.bias" [F], "pw2.weight" [C, F], "pw2.bias" [C], "gamma" [C]."""
+    dw, W1, W2 = p["dw.weight"], p["pw1.weight"], p["pw2.weight"]
+    K, C = dw.shape
+    F = W1.shape[0]
+    T = x.shape[0]
+    X = np.empty((tile + K - 1, C), np.float32)  # the tile's input frames and the halo its taps read
+    H = np.empty((tile, C), np.float32)
+    tmp = np.empty((tile, C), np.float32)
+    U = np.empty((tile, F), np.float32)
+    G = np.empty((tile, F), np.float32)
+    S = np.empty((tile, F), np.float32)
+    E = np.empty((tile, F), np.float32)
+    for s in range(t0, t1, tile):
+        n = min(tile, t1 - s)
+        lo = s - left  # input frame of the tile's first tap
+        a, b = max(lo, 0), min(lo + n + K - 1, T)
+        xs = X[: n + K - 1]
+        if a > lo or b < lo + n + K - 1:
+            xs[:] = 0.0
+        xs[a - lo : b - lo] = x[a:b]
+        h, tm = H[:n], tmp[:n]
+        np.multiply(xs[:n], dw[0], out=h)
+        for j in range(1, K):
+            np.multiply(xs[j : j + n], dw[j], out=tm)
+            h += tm
+        h += p["dw.bias"]
+        # LayerNorm over channels, float32 statistics in two passes (as ggml_norm)
+        mean = h.mean(axis=1, keepdims=True, dtype=np.float32)
+        h -= mean
+        np.square(h, out=tm)
+        var = tm.mean(axis=1, keepdims=True, dtype=np.float32)
+        h *= 1.0 / np.sqrt(var + np.float32(eps))
+        h *= p["norm.weight"]
+        h += p["norm.bias"]
+        u = U[:n]
+        np.matmul(h, W1.T, out=u)
+        u += p["pw1.bias"]
+        gelu_erf(u, G[:n], S[:n], E[:n])
+        np.matmul(G[:n], W2.T, out=tm)
+        tm += p["pw2.bias"]
+        tm *= p["gamma"]
+        np.add(tm, x[s : s + n], out=y[s : s + n])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kzlab.arch import Arch, families, family_names, get_arch
-from kzlab.errors import InvalidModelError, LayoutError
+from kzlab.errors import InvalidModelError, InvalidOptionError, LayoutError
 from kzlab.formats import reader
 from kzlab.formats.layout import LayoutMap, builtin_layouts, get_layout
 from kzlab.model.checks import count_nonfinite
@@ -94,6 +94,7 @@ def load_model(
     check_finite: bool = True,
     infer: bool = True,
     overrides: dict[str, Any] | None = None,
+    hparams: dict[str, Any] | None = None,
 ) -> Model:
     """Read a decoder file and map it to canonical roles.
 
@@ -102,12 +103,17 @@ def load_model(
     names are exactly a built-in map's but whose `general.architecture` that map does not accept (relabelled,
     or unlabelled) is loaded through the map, with a warning and a note that say so (refused when `infer`
     is false, since then only a file's label and names together choose its dialect).
-    `overrides` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`);
-    they win over the map's `[hparams]` table. A built-in name (`tiny`, `wavtokenizer-tiny`, `synthetic`...,
+    `hparams` gives hyperparameters that neither shapes nor metadata tell (e.g. `{"num_heads": 4}`,
+    `{"group_norm_groups": 16}`); they win over the map's `[hparams]` table. Each family accepts its own
+    (`kzlab.formats.given`); what is given is recorded as given in `Model.hparams_given` and the notes.
+    `overrides` is its older name (give one of the two). A built-in name (`tiny`, `wavtokenizer-tiny`, `synthetic`...,
     see kzlab.formats.named) works wherever a file does, unless a file of that name exists.
     """
     from kzlab.formats.named import resolve_name
 
+    if hparams is not None and overrides is not None:
+        raise InvalidOptionError("load_model: give hparams= (or its older name overrides=), not both")
+    overrides = hparams if hparams is not None else overrides
     raw = reader.read(resolve_name(path))
     notes: list[str] = []
     if layout is not None:
@@ -158,9 +164,60 @@ def load_model(
         shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
         notes.append(f"{len(unmapped)} tensors not used by the decoder: {shown}")
     values = {**lm.hparams, **(overrides or {})}
+    if lm.transforms:
+        raw, mapping = _transformed(raw, lm, mapping, values, layout_family(lm), notes)
     return model_from_mapping(
         raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks, family=layout_family(lm)
     )
+
+
+def _transformed(
+    raw: reader.RawFile, lm: LayoutMap, mapping: dict[str, str], values: dict[str, Any], family: str,
+    notes: list[str],
+) -> tuple[reader.RawFile, dict[str, str]]:
+    """The map's value transforms applied (kzlab.formats.layout, `[transforms]`): each transformed tensor is
+    replaced by a view of what the role reads, under a name that says where it came from."""
+    import dataclasses
+
+    from kzlab.formats.family_files import files_half
+
+    accepted = getattr(files_half(family), "OVERRIDABLE", {})
+    tensors = dict(raw.tensors)
+    mapping = dict(mapping)
+    done: dict[tuple[str, int], list[str]] = {}
+    src = str(raw.path)
+    for role, name in sorted(mapping.items()):
+        spec = lm.transform_of(name)
+        if spec is None:
+            continue
+        kind, param = spec
+        if param not in accepted:
+            raise LayoutError(
+                f"layout map {lm.name}: transform {kind}:{param} names a hyperparameter the {family} family does "
+                f"not accept ({', '.join(accepted) or 'none'})"
+            )
+        t = tensors[name]
+        if len(t.shape) != 2:
+            raise LayoutError(
+                f"{src}: transform {kind}:{param} takes a row of a 2-D table, but '{name}' has shape {list(t.shape)}"
+            )
+        row = values.get(param, 0)
+        if isinstance(row, bool) or not isinstance(row, int):
+            raise InvalidOptionError(f"{src}: hyperparameter {param}={row!r}: expected an integer")
+        if not 0 <= row < t.shape[0]:
+            raise InvalidOptionError(
+                f"{src}: {param}={row} is not a row of '{name}' (its {t.shape[0]} rows are 0..{t.shape[0] - 1})"
+            )
+        view = f"{name}[{row}]"
+        # float types hold numpy shape `shape`; block types raw bytes [rows, row_bytes], a vector being one row
+        data = t.data[row] if t.data.shape[:1] == (t.shape[0],) and t.data.ndim == 2 and t.type in (
+            "F32", "F16", "BF16") else t.data[row : row + 1]
+        tensors[view] = reader.RawTensor(view, t.type, (int(t.shape[1]),), data)
+        mapping[role] = view
+        done.setdefault((param, row), []).append(f"{name} {list(t.shape)}")
+    for (param, row), names in done.items():
+        notes.append(f"row {row} ({param}) of {len(names)} tables taken, e.g. {names[0]}")
+    return dataclasses.replace(raw, tensors=tensors), mapping
 
 
 def layout_family(lm: LayoutMap) -> str:
@@ -199,10 +256,16 @@ def model_from_mapping(
     except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
         # a tensor with too few axes or a metadata value of the wrong kind: name it instead of a traceback
         raise InvalidModelError(f"{src}: tensor shapes or metadata do not describe a decoder: {e}") from None
+    given: dict[str, Any] = {}
     if overrides:
+        from kzlab.formats.given import describe
         from kzlab.formats.infer import apply_overrides
 
         hp = apply_overrides(hp, overrides, src)
+        given = {k: getattr(hp, k) for k in overrides}
+        # a note that a value was missing from the file is replaced by the value given for it
+        notes[:] = [n for n in notes if not any(n.startswith(f"no {k} in the metadata") for k in given)]
+        notes.append(f"hyperparameters given, not read from the file: {describe(given)}")
     arch.check(hp, raw.metadata, set(mapping), src)
     roles = {r.name: r for r in arch.roles(hp)}
     extra = sorted(set(mapping) - set(roles))
@@ -235,6 +298,7 @@ def model_from_mapping(
         architecture=raw.architecture,
         kind=raw.kind,
         notes=notes,
+        hparams_given=given,
     )
 
 

@@ -63,6 +63,8 @@ class RunSpec:
     #: says) and every stage is compared with it (`RunRecord.accuracy`); `bound` (dB) names the first stage below
     ref: str = ""
     bound: float = 40.0
+    #: hyperparameters the file does not carry, given (`{"group_norm_groups": 16}`; kzlab.formats.given)
+    hparams: dict = field(default_factory=dict)
 
     def lowering_obj(self) -> Lowering:
         return Lowering.from_dict(dict(self.lowering))
@@ -271,7 +273,11 @@ def execute(
             rec.label = Path(path).stem
         low = spec.lowering_obj()
         # the file is read once: the decode, the profile and the placement all take this Model
-        model = load_model(path)
+        model = load_model(path, hparams=dict(spec.hparams) or None)
+        if model.hparams_given:
+            from kzlab.formats.given import describe
+
+            rec.notes.append(f"hyperparameters given, not read from the file: {describe(model.hparams_given)}")
         dec = Decoder(model, low, spec.backend_spec())
         hp = model.hparams
         rec.family, rec.family_label = dec.arch.name, dec.arch.label

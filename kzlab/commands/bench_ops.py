@@ -4,7 +4,7 @@ SQL format (see kzlab.analysis.predict.bench_ops); the backend's fixed costs go 
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_lowering, add_model, lowering_from
+from kzlab.commands.common import add_lowering, add_model, lowering_from, open_model
 
 
 def register(sub) -> None:
@@ -26,9 +26,8 @@ def run(args) -> int:
 
     from kzlab.analysis.predict.bench_ops import bench_ops, write_sql
     from kzlab.analysis.predict.calibrate import measured_profile_text
-    from kzlab.loader import load_model
 
-    model = load_model(args.model, layout=args.layout)
+    model = open_model(args)
     res = bench_ops(model, args.backend, args.frames, lowering_from(args), repeat=args.repeat, threads=args.threads)
     write_sql(res.records, args.output)
     print(f"{len(res.records)} op shapes measured on {res.backend} ({res.config['backend_label']}, "

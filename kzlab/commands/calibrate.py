@@ -4,7 +4,7 @@ write the device's capability profile with the fitted values (see kzlab.analysis
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_lowering, add_model, lowering_from
+from kzlab.commands.common import add_lowering, add_model, lowering_from, open_model
 
 
 def _measured(items: list[str]) -> dict[str, float]:
@@ -45,10 +45,9 @@ def run(args) -> int:
     from pathlib import Path
 
     from kzlab.analysis.predict.calibrate import calibrate
-    from kzlab.loader import load_model
 
     measured = _measured(args.measured)
-    model = load_model(args.model, layout=args.layout)
+    model = open_model(args)
     cal = calibrate(model, measured, args.cpu_profile, args.frames, lowering_from(args), fit=args.fit,
                     weights_on=args.weights_on)
     Path(args.output).write_text(cal.profile_text)

@@ -13,6 +13,20 @@ from kzlab.runtime.spec import BackendSpec
 def add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="decoder file (.gguf) or Hugging Face checkpoint directory")
     p.add_argument("--layout", help="layout map: a built-in name or a .toml file (default: detect/infer)")
+    p.add_argument("--hparam", action="append", default=[], metavar="NAME=VALUE",
+                   help="a hyperparameter the file does not carry, e.g. group_norm_groups=16 (repeatable; each "
+                   "family accepts its own, and an unknown name is refused with the accepted ones); recorded as "
+                   "given, not read")
+
+
+def open_model(args: argparse.Namespace):
+    """The Model a command's `model`, `--layout` and `--hparam` name (a built-in name is built on demand)."""
+    from kzlab.app.builtins import resolve_model
+    from kzlab.formats.given import parse_items
+    from kzlab.loader import load_model
+
+    given = parse_items(getattr(args, "hparam", None))
+    return load_model(resolve_model(args.model), layout=args.layout, hparams=given or None)
 
 
 def add_lowering(p: argparse.ArgumentParser) -> None:

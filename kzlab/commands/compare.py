@@ -4,7 +4,7 @@ of one run against a reference of stage activations or against another run, and 
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from, open_model
 
 
 def register(sub) -> None:
@@ -39,8 +39,8 @@ def run(args) -> int:
     from kzlab.codes import load_codes
 
     codes = load_codes(args.codes) if args.codes else None
-    res = compare(args.model, ref=args.ref, against=args.against, codes=codes, frames=args.frames, bound=args.bound,
-                  lowering=lowering_from(args), backends=backend_spec(args), repeat=args.repeat, layout=args.layout)
+    res = compare(open_model(args), ref=args.ref, against=args.against, codes=codes, frames=args.frames,
+                  bound=args.bound, lowering=lowering_from(args), backends=backend_spec(args), repeat=args.repeat)
     print(f"{res.model} ({res.family}), {res.frames} frames")
     print(f"  A: {res.a['label']}")
     print(f"  B: {res.b['label']}")

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from kzlab.codes import load_codes
-from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from, open_model
 
 
 def register(sub) -> None:
@@ -26,10 +26,10 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kzlab.audio import write_wav
-    from kzlab.runtime.decoder import load
+    from kzlab.runtime.decoder import Decoder
 
     codes = load_codes(args.codes)
-    dec = load(args.model, layout=args.layout, lowering=lowering_from(args), backends=backend_spec(args))
+    dec = Decoder(open_model(args), lowering_from(args), backend_spec(args))
     try:
         t0 = time.perf_counter()
         if args.chunked:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from kzlab.commands.common import add_model
+from kzlab.commands.common import add_model, open_model
 
 
 def register(sub) -> None:
@@ -17,9 +17,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kzlab.arch import arch_of
-    from kzlab.loader import load_model
 
-    m = load_model(args.model, layout=args.layout)
+    m = open_model(args)
     info = {**m.info(), "runtime": runtime_info()}
     if args.json:
         print(json.dumps(info, indent=2))

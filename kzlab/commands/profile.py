@@ -6,7 +6,7 @@ Prints the time per stage and per op of one decode, timed node by node (see kzla
 from __future__ import annotations
 
 from kzlab.codes import load_codes
-from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from
+from kzlab.commands.common import add_backend, add_lowering, add_model, backend_spec, lowering_from, open_model
 
 
 def register(sub) -> None:
@@ -46,13 +46,12 @@ def run(args) -> int:
 
     codes = load_codes(args.codes) if args.codes else None
     prof = profile(
-        args.model,
+        open_model(args),
         frames=args.frames,
         codes=codes,
         lowering=lowering_from(args),
         repeat=args.repeat,
         warmup=args.warmup,
-        layout=args.layout,
         peak=args.peak,
         granularity=int(args.granularity) if args.granularity.isdigit() else args.granularity,
         apportion=args.apportion,

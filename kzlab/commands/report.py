@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--bound", type=float, default=40.0, metavar="DB",
                    help="with --ref or two models: name the first stage whose SNR is below DB (default 40)")
     p.add_argument("--title", default="kzlab report")
+    p.add_argument("--hparam", action="append", default=[], metavar="NAME=VALUE",
+                   help="a hyperparameter the files do not carry, e.g. group_norm_groups=16 (repeatable; recorded "
+                   "as given in the report)")
     add_backend(p)
     add_lowering(p)
     p.set_defaults(func=run)
@@ -47,7 +50,10 @@ def run(args) -> int:
     if not args.models and not args.whatif:
         print("kzlab report: give a MODEL (or two), or --whatif WHATIF.json")
         return 2
+    from kzlab.formats.given import parse_items
+
     whatifs = [read_whatif(w) for w in args.whatif]  # a bad file is refused before anything runs
+    given = parse_items(args.hparam)
     low = lowering_from(args).to_dict()
     bk = backend_spec(args)
     recs = []
@@ -57,7 +63,7 @@ def run(args) -> int:
                        weights_on=bk.weights_on, lowering=low, repeat=args.repeat,
                        hexagon_profile=args.hexagon, predict=bool(args.predict and args.hexagon),
                        cpu_baseline_ms=args.cpu_baseline_ms, label=f"{'AB'[i]}: {m}", ref=args.ref,
-                       bound=args.bound)
+                       bound=args.bound, hparams=given)
         rec = execute(spec, lambda k, n, text: print(f"  [{k}/{n}] {text}", flush=True))
         ran = f"{len(rec.wav)} samples on {rec.backend_label}, {rec.mode} mode" if rec.ok else ""
         print(f"{spec.label}: " + (f"error: {rec.error}" if rec.error else ran))

@@ -7,7 +7,7 @@ print where the real one disagreed."""
 
 from __future__ import annotations
 
-from kzlab.commands.common import add_lowering, add_model, lowering_from
+from kzlab.commands.common import add_lowering, add_model, lowering_from, open_model
 
 
 def register(sub) -> None:
@@ -76,14 +76,13 @@ def run(args) -> int:
     predict = dict(cpu_profile=args.cpu_profile, cpu_scale=args.cpu_scale, cpu_baseline_ms=args.cpu_baseline_ms,
                    ops=args.ops, draws=args.draws, seed=args.seed) if wants else None
     pl = simulate(
-        args.model,
+        open_model(args),
         profile=caps,
         frames=args.frames,
         stages=args.stages,
         lowering=lowering_from(args),
         weights_on=args.weights_on,
         op_offload=args.op_offload,
-        layout=args.layout,
         predict=predict,
     )
     print(pl.summary())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from kzlab.commands.common import add_lowering, add_model, lowering_from
+from kzlab.commands.common import add_lowering, add_model, lowering_from, open_model
 
 
 def _measured(items: list[str]) -> dict[str, float]:
@@ -54,9 +54,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kzlab.analysis.predict.question import whatif
-    from kzlab.app.builtins import resolve_model
 
-    result = whatif(resolve_model(args.model), args.config, frames=args.frames, lowering=lowering_from(args),
+    result = whatif(open_model(args), args.config, frames=args.frames, lowering=lowering_from(args),
                     cpu_baseline_ms=args.cpu_baseline_ms, measured=_measured(args.measured), ops=args.ops,
                     target_ms=args.target_ms, draws=args.draws, seed=args.seed, cache=args.cache,
                     threads=args.threads, progress=None)

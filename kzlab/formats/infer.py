@@ -204,7 +204,7 @@ class Proposal:
             f"{len(self.assignments)} tensors mapped ({c['shape']} by shape, {c['name']} by name, "
             f"{c['order']} by order), {len(self.unused)} unused; {self.sizes(self.hparams)}"
             + (
-                "; no head count in the file: heads assumed, give overrides={'num_heads': N}"
+                "; no head count in the file: heads assumed, give hparams={'num_heads': N} (--hparam num_heads=N)"
                 if self.heads == "assumed"
                 else f"; head count from metadata {self.heads}"
                 if self.heads != "metadata"

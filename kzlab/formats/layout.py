@@ -15,8 +15,19 @@ A map is a small TOML file. Its `[tensors]` table maps a regular expression over
     'kz\\.bigvgan\\.(\\d+)\\.res\\.(\\d+)\\.conv1\\.w' = "dec.{1+1}.res.{2}.conv1.weight"
 
 An optional `[hparams]` table gives what neither shapes nor metadata tell, e.g. `num_heads = 4` for a
-file without a head count (accepted: num_heads, num_kv_heads, head_dim, sliding_window, rope_theta,
-rms_norm_eps, sample_rate).
+file without a head count, or `group_norm_groups = 16` for a WavTokenizer file without one: each family
+accepts its own (its files half's `OVERRIDABLE`, see kzlab.formats.given), and the values are recorded as
+given, not read.
+
+An optional `[transforms]` table maps a regular expression over the file's tensor names to a value
+transform applied at load, as data for any family. One kind so far:
+
+    [transforms]
+    'dec\\.bb\\.cnx\\.\\d+\\.norm\\.(scale|shift)\\.weight' = "row:bandwidth_id"
+
+`row:NAME` takes one row of a [rows, C] table (e.g. an AdaLayerNorm's per-bandwidth scales) for a role of
+shape [C]: the row the hyperparameter NAME gives (`--hparam NAME=N`, `hparams=`, the map's `[hparams]`), 0
+when none does; the family must accept NAME, and a row outside the table is refused.
 
 Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
 upstream); without them they are taken as already divided. The built-in dialects are maps like this one
@@ -35,6 +46,8 @@ from typing import Any
 from kzlab.errors import LayoutError
 
 BUILTIN_DIR = Path(__file__).with_name("layouts")
+#: value transforms a map may name (see the module docstring)
+TRANSFORMS = ("row",)
 _SLOT = re.compile(r"\{(\d+)\s*([+-]\s*\d+)?\}")
 
 
@@ -56,6 +69,8 @@ class LayoutMap:
     #: the decoder family (kzlab.arch) whose roles the map names; "" = the one its architectures belong to, else
     #: the first registered family
     family: str = ""
+    #: value transforms: (pattern over file tensor names, (kind, argument)), e.g. ("row", "bandwidth_id")
+    transforms: list[tuple[re.Pattern[str], tuple[str, str]]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
@@ -92,6 +107,18 @@ class LayoutMap:
         quirks = d.get("quirks", {})
         if not isinstance(quirks, dict) or not all(isinstance(v, str) for v in quirks.values()):
             raise LayoutError(f"layout map {source}: [quirks] must map hyperparameter names to explanations")
+        transforms = []
+        for pattern, spec in (d.get("transforms") or {}).items():
+            kind, _, arg = str(spec).partition(":")
+            if kind not in TRANSFORMS or not arg.isidentifier():
+                raise LayoutError(
+                    f"layout map {source}: transform {spec!r} for {pattern!r}: expected one of "
+                    f"{', '.join(k + ':NAME' for k in TRANSFORMS)}"
+                )
+            try:
+                transforms.append((re.compile(pattern), (kind, arg)))
+            except re.error as e:
+                raise LayoutError(f"layout map {source}: bad regular expression {pattern!r}: {e}") from None
         family = str(head.get("family", ""))
         if family:
             from kzlab.arch import family_names
@@ -100,6 +127,7 @@ class LayoutMap:
                 raise LayoutError(f"layout map {source}: unknown family {family!r} ({', '.join(family_names())})")
         return cls(
             family=family,
+            transforms=transforms,
             hparams=dict(hparams),
             quirks=dict(quirks),
             name=str(head.get("name", Path(source).stem if source else "custom")),
@@ -128,6 +156,13 @@ class LayoutMap:
             m = rx.fullmatch(name)
             if m:
                 return _SLOT.sub(lambda s, m=m: _fill(m.group(int(s.group(1))), s.group(2)), template)
+        return None
+
+    def transform_of(self, name: str) -> tuple[str, str] | None:
+        """The value transform (kind, argument) of a file tensor name, or None."""
+        for rx, spec in self.transforms:
+            if rx.fullmatch(name):
+                return spec
         return None
 
     def is_ignored(self, name: str) -> bool:

@@ -82,6 +82,8 @@ class Model:
     architecture: str | None
     kind: str = "gguf"
     notes: list[str] = field(default_factory=list)
+    #: hyperparameters given by the user or a layout map's [hparams] rather than read from the file
+    hparams_given: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_params(self) -> int:
@@ -119,5 +121,6 @@ class Model:
             "dtypes": self.dtype_histogram(),
             "dtype_bytes": self.dtype_bytes(),
             "hparams": self.hparams.to_dict(),
+            "hparams_given": dict(self.hparams_given),
             "notes": list(self.notes),
         }

@@ -256,18 +256,20 @@ def load(
     memory_budget: int | str | None = None,
     overrides: dict | None = None,
     backends: BackendSpec | None = None,
+    hparams: dict | None = None,
     **lowering_kw,
 ) -> Decoder:
     """Load a decoder file (GGUF or HF directory) and bind it to a backend: the main entry point.
 
     Backends: `backends=BackendSpec(...)` or its fields as keywords (`backend="auto"`, `sched=None`, ...);
     `sched=False` means no scheduler. Lowering: `lowering=Lowering(...)` or its fields as keywords, `mode`
-    among them (`mode="portable"`: ggml ops only; `"fast"`: kzlab's fused CPU nodes). `overrides` gives
-    hyperparameters the file cannot tell, e.g. `{"num_heads": 4}`."""
+    among them (`mode="portable"`: ggml ops only; `"fast"`: kzlab's fused CPU nodes). `hparams` gives
+    hyperparameters the file cannot tell, e.g. `{"num_heads": 4}` or `{"group_norm_groups": 16}` (each family
+    accepts its own; `overrides` is the older name)."""
     if lowering_kw:
         lowering = (lowering or Lowering()).replace(**lowering_kw)
     spec = BackendSpec.from_kw(
         backends, backend=backend, threads=threads, sched=sched, op_offload=op_offload, weights_on=weights_on
     )
-    model = load_model(path, layout=layout, overrides=overrides)
+    model = load_model(path, layout=layout, overrides=overrides, hparams=hparams)
     return Decoder(model, lowering, spec, memory_budget)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kzlab.arch.qwen3_tts_12hz.hparams import OVERRIDABLE as OVERRIDABLE
 from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.arch.qwen3_tts_12hz.roles import keeps_f16_in_q8_0
 from kzlab.model.model import Role

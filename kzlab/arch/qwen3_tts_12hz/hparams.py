@@ -233,4 +233,10 @@ def replace(hp: HParams, **kw: Any) -> HParams:
     return dataclasses.replace(hp, **kw)
 
 
-__all__ = ["HParams", "hparams_from", "replace", "field"]
+#: hyperparameters a file may not carry, given by the user: name -> type (the widths come from the shapes)
+OVERRIDABLE: dict[str, type] = {"num_heads": int, "num_kv_heads": int, "head_dim": int, "sliding_window": int,
+                                "rope_theta": float, "rms_norm_eps": float, "sample_rate": int}
+
+
+__all__ = ["OVERRIDABLE", "HParams", "hparams_from", "replace", "field"]
+

@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kzlab.arch.qwen3_tts_12hz.hparams import METADATA_ALIASES, HParams, _pick, hparams_from, replace
+from kzlab.arch.qwen3_tts_12hz.hparams import METADATA_ALIASES, OVERRIDABLE, HParams, _pick, hparams_from, replace
 from kzlab.arch.qwen3_tts_12hz.roles import decoder_roles
 from kzlab.errors import InvalidOptionError, LayoutError
 from kzlab.formats.infer import (
@@ -450,18 +450,15 @@ def _fill(s: _Solver, key: str, o: _Owner, blocks: dict[str, Any], nb: int) -> N
         s.take(r, t, how)
 
 
-_OVERRIDABLE = ("num_heads", "num_kv_heads", "head_dim", "sliding_window", "rope_theta", "rms_norm_eps", "sample_rate")
+
 
 
 def apply_overrides(hp: HParams, values: dict[str, Any], source: str = "") -> HParams:
     """Hyperparameters that neither shapes nor metadata tell (the head count above all), given by the
     user or by a layout map's `[hparams]` table. Widths stay as the shapes say; heads must divide them."""
-    bad = sorted(set(values) - set(_OVERRIDABLE))
-    if bad:
-        raise InvalidOptionError(
-            f"{source}: hyperparameter(s) {', '.join(bad)} cannot be overridden (tensor shapes decide them); "
-            f"accepted: {', '.join(_OVERRIDABLE)}"
-        )
+    from kzlab.formats.given import coerce
+
+    values = coerce(values, OVERRIDABLE, "a Qwen3-TTS 12 Hz decoder (tensor shapes decide the rest)", source)
     q_w, kv_w = hp.num_heads * hp.head_dim, hp.num_kv_heads * hp.head_dim
     hd = hp.head_dim
     if "head_dim" in values:
@@ -523,7 +520,7 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
         else:
             notes.append(
                 f"no head count in the metadata: assumed {hp.num_heads} heads of {hp.head_dim} (shapes cannot "
-                "tell); give overrides={'num_heads': N} or num_heads under [hparams] in the map"
+                "tell); give hparams={'num_heads': N} (--hparam num_heads=N) or num_heads under [hparams] in the map"
             )
             heads = "assumed"
     _check(s, hp)

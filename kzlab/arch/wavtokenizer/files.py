@@ -164,3 +164,41 @@ def infer_layout(raw: Any, name: str | None = None) -> Any:
     from kzlab.arch.wavtokenizer.infer import infer_layout as infer
 
     return infer(raw, name)
+
+
+#: hyperparameters a file may not carry (codec.cpp's writes no key at all), given by the user: name -> type.
+#: The widths, block counts, the posnet's kinds and n_fft come from the tensor shapes and cannot be given.
+OVERRIDABLE: dict[str, type] = {
+    "group_norm_groups": int,
+    "group_norm_eps": float,
+    "layer_norm_eps": float,
+    "sample_rate": int,
+    "bandwidth_id": int,  # the row of AdaLayerNorm tables a map's `row:bandwidth_id` transform takes
+}
+
+
+def apply_overrides(hp: WavTokenizerHParams, values: dict[str, Any], source: str = "") -> WavTokenizerHParams:
+    """`values` (checked by kzlab.formats.given.coerce against OVERRIDABLE) applied to `hp`; a group count that
+    does not divide the channels, or a non-positive epsilon or rate, is refused naming the value."""
+    import dataclasses
+    import math
+
+    from kzlab.errors import InvalidOptionError
+    from kzlab.formats.given import coerce
+
+    v = coerce(values, OVERRIDABLE, "a WavTokenizer decoder", source)
+    where = f"{source}: " if source else ""
+    g = v.get("group_norm_groups")
+    if g is not None and (g < 1 or hp.dim % g):
+        raise InvalidOptionError(f"{where}group_norm_groups={g} does not divide the {hp.dim} channels into groups")
+    for k in ("group_norm_eps", "layer_norm_eps"):
+        if k in v and not (math.isfinite(v[k]) and v[k] > 0):
+            raise InvalidOptionError(f"{where}{k}={v[k]}: expected a number > 0")
+    if "bandwidth_id" in v and v["bandwidth_id"] < 0:
+        raise InvalidOptionError(f"{where}bandwidth_id={v['bandwidth_id']}: expected an integer >= 0")
+    if "sample_rate" in v and v["sample_rate"] < 1:
+        raise InvalidOptionError(f"{where}sample_rate={v['sample_rate']}: expected an integer >= 1")
+    for k in ("group_norm_eps", "layer_norm_eps"):
+        if k in v:
+            v[k] = float(np.float32(v[k]))  # as the metadata's float32 would hold it
+    return dataclasses.replace(hp, **v)

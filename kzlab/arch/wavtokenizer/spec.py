@@ -52,6 +52,8 @@ class WavTokenizerHParams:
     n_fft: int = 1280
     hop: int = 320
     sample_rate: int = 24000
+    #: the AdaLayerNorm row a file with per-bandwidth tables was read with (0: what OuteTTS decodes with)
+    bandwidth_id: int = 0
 
     # the codes' shape, in the words kzlab.codes reads
     @property

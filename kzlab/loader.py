@@ -10,6 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kzlab.arch import Arch, families, family_names, get_arch
 from kzlab.errors import InvalidModelError, InvalidOptionError, LayoutError
 from kzlab.formats import reader
@@ -191,6 +193,11 @@ def _transformed(
         if spec is None:
             continue
         kind, param = spec
+        if kind in ("log", "log_recip"):
+            tensors[name + f"[{kind}]"] = _unfolded(src, tensors[name], kind, param)
+            mapping[role] = name + f"[{kind}]"
+            done.setdefault((kind, -1), []).append(name)
+            continue
         if param not in accepted:
             raise LayoutError(
                 f"layout map {lm.name}: transform {kind}:{param} names a hyperparameter the {family} family does "
@@ -216,8 +223,27 @@ def _transformed(
         mapping[role] = view
         done.setdefault((param, row), []).append(f"{name} {list(t.shape)}")
     for (param, row), names in done.items():
-        notes.append(f"row {row} ({param}) of {len(names)} tables taken, e.g. {names[0]}")
+        if row < 0:
+            notes.append(f"{len(names)} tensors stored folded read back through {param}, e.g. {names[0]}")
+        else:
+            notes.append(f"row {row} ({param}) of {len(names)} tables taken, e.g. {names[0]}")
     return dataclasses.replace(raw, tensors=tensors), mapping
+
+
+def _unfolded(src: str, t: reader.RawTensor, kind: str, arg: str) -> reader.RawTensor:
+    """The upstream parameter back from a constant stored folded: ln x (`log`), ln(1/x - EPS) (`log_recip:EPS`),
+    computed in float64 and stored F32; a value with no such preimage is refused naming the tensor."""
+
+    x = to_f32(t.type, t.data, t.shape).astype(np.float64)
+    if kind == "log_recip":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = 1.0 / x - float(arg)
+    if not np.all(np.isfinite(x)) or np.any(x <= 0):
+        raise InvalidModelError(
+            f"{src}: tensor '{t.name}' holds values that {kind}{':' + arg if arg else ''} cannot undo "
+            "(the stored constant must be > 0, and 1/x above EPS)"
+        )
+    return reader.RawTensor(f"{t.name}[{kind}]", "F32", t.shape, np.log(x).astype(np.float32))
 
 
 def layout_family(lm: LayoutMap) -> str:

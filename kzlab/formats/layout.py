@@ -27,7 +27,10 @@ transform applied at load, as data for any family. One kind so far:
 
 `row:NAME` takes one row of a [rows, C] table (e.g. an AdaLayerNorm's per-bandwidth scales) for a role of
 shape [C]: the row the hyperparameter NAME gives (`--hparam NAME=N`, `hparams=`, the map's `[hparams]`), 0
-when none does; the family must accept NAME, and a row outside the table is refused.
+when none does; the family must accept NAME, and a row outside the table is refused. `log` (x -> ln x) and
+`log_recip:EPS` (x -> ln(1/x - EPS)) undo constants a converter stored folded, e.g. SnakeBeta's exp(alpha)
+and 1/(exp(beta) + 1e-9): the role gets the upstream parameter back (F32), and a value they cannot undo
+(x <= 0, or 1/x <= EPS) is refused naming the tensor.
 
 Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
 upstream); without them they are taken as already divided. The built-in dialects are maps like this one
@@ -46,8 +49,8 @@ from typing import Any
 from kzlab.errors import LayoutError
 
 BUILTIN_DIR = Path(__file__).with_name("layouts")
-#: value transforms a map may name (see the module docstring)
-TRANSFORMS = ("row",)
+#: value transforms a map may name (see the module docstring): kind -> what its argument is
+TRANSFORMS = {"row": "NAME", "log": "", "log_recip": "EPS"}
 _SLOT = re.compile(r"\{(\d+)\s*([+-]\s*\d+)?\}")
 
 
@@ -110,10 +113,10 @@ class LayoutMap:
         transforms = []
         for pattern, spec in (d.get("transforms") or {}).items():
             kind, _, arg = str(spec).partition(":")
-            if kind not in TRANSFORMS or not arg.isidentifier():
+            if not _transform_ok(kind, arg):
                 raise LayoutError(
                     f"layout map {source}: transform {spec!r} for {pattern!r}: expected one of "
-                    f"{', '.join(k + ':NAME' for k in TRANSFORMS)}"
+                    f"{', '.join(k + (':' + a if a else '') for k, a in TRANSFORMS.items())}"
                 )
             try:
                 transforms.append((re.compile(pattern), (kind, arg)))
@@ -213,6 +216,20 @@ class LayoutMap:
         lines += ["", "[tensors]"]
         lines += [f"{_lit(rx.pattern)} = {_q(t)}" for rx, t in self.rules]
         return "\n".join(lines) + "\n"
+
+
+def _transform_ok(kind: str, arg: str) -> bool:
+    want = TRANSFORMS.get(kind)
+    if want is None:
+        return False
+    if want == "NAME":
+        return arg.isidentifier()
+    if want == "EPS":
+        try:
+            return float(arg) >= 0.0
+        except ValueError:
+            return False
+    return arg == ""
 
 
 def _fill(value: str, offset: str | None) -> str:

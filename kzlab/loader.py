@@ -161,6 +161,8 @@ def load_model(
                 label = f" (and {_architecture_says(raw.architecture)})"
             notes.append(f"layout inferred from structure{label}: {proposal.summary()}")
             warnings.warn(f"{raw.path}: unknown tensor names{label}; {proposal.summary()}", stacklevel=2)
+    if lm.names_from or lm.prefix or lm.config_from:
+        raw = _unpacked(raw, lm, notes)
     mapping, unmapped = lm.apply(raw.tensors)
     if unmapped:
         shown = ", ".join(unmapped[:5]) + (" ..." if len(unmapped) > 5 else "")
@@ -171,6 +173,74 @@ def load_model(
     return model_from_mapping(
         raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks, family=layout_family(lm)
     )
+
+
+def _unpacked(raw: reader.RawFile, lm: LayoutMap, notes: list[str]) -> reader.RawFile:
+    """A packed file as the map's rules read it (kzlab.formats.layout: `names_from`/`mangled`, `prefix`,
+    `config_from`/`config_file`): stored names that are indices replaced by the names array's entries, only
+    the tensors under the prefix kept (the prefix dropped), the embedded config.json as metadata."""
+    import dataclasses
+
+    src = str(raw.path)
+    tensors = dict(raw.tensors)
+    if lm.names_from:
+        names = raw.metadata.get(lm.names_from)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InvalidModelError(f"{src}: no string array {lm.names_from!r} to read the tensor names from")
+        if len(names) < len(tensors):
+            raise InvalidModelError(
+                f"{src}: {lm.names_from} names {len(names)} tensors but the file holds {len(tensors)}"
+            )
+        renamed: dict[str, reader.RawTensor] = {}
+        for stored, t in tensors.items():
+            m = lm.mangled.fullmatch(stored) if lm.mangled is not None else None
+            name = stored
+            if m is not None:
+                i = int(m.group(1))
+                if i >= len(names):
+                    raise InvalidModelError(f"{src}: tensor '{stored}' points past the {len(names)} names")
+                name = names[i]
+            if name in renamed:
+                raise InvalidModelError(f"{src}: two tensors are named '{name}'")
+            renamed[name] = dataclasses.replace(t, name=name)
+        tensors = renamed
+    if lm.prefix:
+        inside = {n[len(lm.prefix):]: dataclasses.replace(t, name=n[len(lm.prefix):])
+                  for n, t in tensors.items() if n.startswith(lm.prefix)}
+        if len(inside) < len(tensors):
+            notes.append(f"{len(tensors) - len(inside)} tensors outside {lm.prefix!r} left alone (another model "
+                         "packed in the same file)")
+        tensors = inside
+    meta = dict(raw.metadata)
+    if lm.config_from:
+        cfg = _embedded_json(raw.metadata, lm.config_from, lm.config_file, src)
+        meta.update(reader.config_metadata(cfg))
+    return dataclasses.replace(raw, tensors=tensors, metadata=meta)
+
+
+def _embedded_json(meta: dict[str, Any], key: str, name: str, src: str) -> dict[str, Any]:
+    """The JSON file `name` among the files embedded as `key`.names / .offsets / .data (a byte array)."""
+    import json
+
+    names, offsets, data = (meta.get(f"{key}.{k}") for k in ("names", "offsets", "data"))
+    if not isinstance(names, list) or not isinstance(offsets, list) or data is None:
+        raise InvalidModelError(f"{src}: no embedded files under {key!r} (names, offsets, data)")
+    if name not in names:
+        raise InvalidModelError(f"{src}: {name!r} is not among the embedded files ({', '.join(map(str, names))})")
+    i = names.index(name)
+    if len(offsets) < len(names) + 1:
+        raise InvalidModelError(f"{src}: {key}.offsets has {len(offsets)} entries for {len(names)} files")
+    a, b = int(offsets[i]), int(offsets[i + 1])
+    blob = bytes(np.asarray(data, dtype=np.uint8)) if not isinstance(data, bytes | bytearray) else bytes(data)
+    if not 0 <= a <= b <= len(blob):
+        raise InvalidModelError(f"{src}: embedded file {name!r} lies outside {key}.data")
+    try:
+        cfg = json.loads(blob[a:b].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InvalidModelError(f"{src}: embedded {name!r} is not JSON: {e}") from None
+    if not isinstance(cfg, dict):
+        raise InvalidModelError(f"{src}: embedded {name!r} is not a JSON object")
+    return cfg
 
 
 def _transformed(

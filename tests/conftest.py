@@ -128,3 +128,15 @@ def ask_whatif(model, configs: list[str], **kw):
 
     kw = {"frames": 4, "cpu_baseline_ms": 200.0, "draws": 400, "seed": 1, "threads": 1, **kw}
     return kzlab.whatif(model, configs, **kw)
+
+
+def stages_below(dec, ref: dict, bound: float, must: tuple[str, ...] = ("wav",)) -> dict[str, float]:
+    """Decode `ref`'s codes with every stage kept; the stages (of those `ref` holds) whose SNR against `ref` is below
+    `bound` dB, rounded, after checking that `must` are among those compared."""
+    from kzlab.audio import snr_db as snr
+
+    out = dec.decode(ref["codes"], intermediates=True)
+    got = {**out.stages, "wav": out.wav}
+    names = [k for k in ref if k in got]
+    assert set(must) <= set(names), sorted(set(must) - set(names))
+    return {k: round(snr(got[k], ref[k]), 1) for k in names if snr(got[k], ref[k]) < bound}

@@ -32,6 +32,13 @@ when none does; the family must accept NAME, and a row outside the table is refu
 and 1/(exp(beta) + 1e-9): the role gets the upstream parameter back (F32), and a value they cannot undo
 (x <= 0, or 1/x <= EPS) is refused naming the tensor.
 
+Packed files (one file, several models, names through a table) are read with `[layout]` keys: `extends` (a
+built-in map whose rules and ignores follow the map's own), `prefix` (only names under it are the decoder's,
+the prefix dropped), `names_from` + `mangled` (stored names matching `mangled`, whose one group is an index,
+are that entry of the metadata string array `names_from`), `config_from` + `config_file` (hyperparameters
+from a config.json embedded as `config_from`.names / .offsets / .data), e.g. audio.cpp's
+`audiocpp_qwen3tts.toml`.
+
 Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
 upstream); without them they are taken as already divided. The built-in dialects are maps like this one
 (`kzlab/formats/layouts/*.toml`), so there is one mechanism for every file.
@@ -74,13 +81,23 @@ class LayoutMap:
     family: str = ""
     #: value transforms: (pattern over file tensor names, (kind, argument)), e.g. ("row", "bandwidth_id")
     transforms: list[tuple[re.Pattern[str], tuple[str, str]]] = field(default_factory=list)
+    #: packed files: stored names matching `mangled` (one group: an index) are entries of the metadata string
+    #: array `names_from`; only tensors under `prefix` are the decoder's (the prefix dropped before the rules);
+    #: hyperparameters from the config file `config_file` embedded as `config_from`.{names,offsets,data}
+    names_from: str = ""
+    mangled: re.Pattern[str] | None = None
+    prefix: str = ""
+    config_from: str = ""
+    config_file: str = ""
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
         head = d.get("layout", {})
-        tensors = d.get("tensors")
-        if not isinstance(tensors, dict) or not tensors:
-            raise LayoutError(f"layout map {source or '?'}: a [tensors] table with at least one entry is needed")
+        tensors = d.get("tensors", {} if head.get("extends") else None)
+        if not isinstance(tensors, dict) or not (tensors or head.get("extends")):
+            raise LayoutError(
+                f"layout map {source or '?'}: a [tensors] table with at least one entry is needed (or `extends`)"
+            )
         rules = []
         for pattern, template in tensors.items():
             try:
@@ -122,6 +139,28 @@ class LayoutMap:
                 transforms.append((re.compile(pattern), (kind, arg)))
             except re.error as e:
                 raise LayoutError(f"layout map {source}: bad regular expression {pattern!r}: {e}") from None
+        extends = str(head.get("extends", ""))
+        base_ignore: tuple[re.Pattern[str], ...] = ()
+        if extends:
+            d_base = _builtin_dict(extends)
+            if d_base is None or d_base.get("layout", {}).get("extends"):
+                raise LayoutError(
+                    f"layout map {source}: extends {extends!r}, which is not a built-in map that extends none"
+                )
+            base = cls.from_dict(d_base, source=f"built-in {extends}")
+            rules = rules + [r for r in base.rules if r not in rules]  # the map's own rules first
+            base_ignore = base.ignore
+        mangled = head.get("mangled")
+        try:
+            mangled_rx = re.compile(str(mangled)) if mangled else None
+        except re.error as e:
+            raise LayoutError(f"layout map {source}: bad regular expression in mangled: {e}") from None
+        if mangled_rx is not None and mangled_rx.groups != 1:
+            raise LayoutError(f"layout map {source}: mangled must have one group (the index into names_from)")
+        if bool(head.get("names_from")) != (mangled_rx is not None):
+            raise LayoutError(f"layout map {source}: names_from and mangled go together")
+        if bool(head.get("config_from")) != bool(head.get("config_file")):
+            raise LayoutError(f"layout map {source}: config_from and config_file go together")
         family = str(head.get("family", ""))
         if family:
             from kzlab.arch import family_names
@@ -131,13 +170,18 @@ class LayoutMap:
         return cls(
             family=family,
             transforms=transforms,
+            names_from=str(head.get("names_from", "")),
+            mangled=mangled_rx,
+            prefix=str(head.get("prefix", "")),
+            config_from=str(head.get("config_from", "")),
+            config_file=str(head.get("config_file", "")),
             hparams=dict(hparams),
             quirks=dict(quirks),
             name=str(head.get("name", Path(source).stem if source else "custom")),
             rules=rules,
             architectures=tuple(head.get("architectures", [])),
             detect=rxs("detect"),
-            ignore=rxs("ignore"),
+            ignore=rxs("ignore") + base_ignore,
             description=str(head.get("description", "")),
             source=source,
         )
@@ -246,6 +290,15 @@ def _q(s: str) -> str:
 def _lit(s: str) -> str:
     """A TOML literal string when possible (regexes read best without doubled backslashes)."""
     return f"'{s}'" if "'" not in s and "\n" not in s else _q(s)
+
+
+def _builtin_dict(name: str) -> dict | None:
+    """The TOML table of the built-in map called `name` (read without building it), or None."""
+    for p in sorted(BUILTIN_DIR.glob("*.toml")):
+        d = tomllib.loads(p.read_text(encoding="utf-8"))
+        if d.get("layout", {}).get("name") == name:
+            return d
+    return None
 
 
 def builtin_layouts() -> list[LayoutMap]:

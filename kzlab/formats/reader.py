@@ -123,20 +123,28 @@ def read_gguf(p: Path) -> RawFile:
 _ST_TYPES = {"F32": ("F32", np.float32), "F16": ("F16", np.float16), "BF16": ("BF16", np.uint16)}
 
 
+def config_metadata(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A Hugging Face config.json as metadata: the decoder's keys as `decoder.KEY`, the sample rate and model type
+    (also used for a config.json embedded in a packed file, see kzlab.formats.layout's `config_from`)."""
+    meta: dict[str, Any] = {}
+    dec = cfg.get("decoder_config", cfg)
+    if isinstance(dec, dict):
+        for k, v in dec.items():
+            if isinstance(v, (int, float, str, list)) and not k.startswith("_"):
+                meta[f"decoder.{k}"] = v
+    for k in ("output_sample_rate", "model_type"):
+        if k in cfg:
+            meta[k] = cfg[k]
+    return meta
+
+
 def read_hf_dir(d: Path) -> RawFile:
     """A Hugging Face checkpoint: config.json for metadata, every *.safetensors file memory-mapped."""
     try:
         cfg = json.loads((d / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise InvalidModelError(f"{d}/config.json: cannot read: {e}") from None
-    meta: dict[str, Any] = {}
-    dec = cfg.get("decoder_config", cfg)
-    for k, v in dec.items():
-        if isinstance(v, (int, float, str, list)) and not k.startswith("_"):
-            meta[f"decoder.{k}"] = v
-    for k in ("output_sample_rate", "model_type"):
-        if k in cfg:
-            meta[k] = cfg[k]
+    meta = config_metadata(cfg)
     tensors: dict[str, RawTensor] = {}
     total = 0
     for f in sorted(d.glob("*.safetensors")):

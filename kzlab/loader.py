@@ -263,6 +263,13 @@ def _transformed(
         if spec is None:
             continue
         kind, param = spec
+        if kind == "split":
+            del mapping[role]
+            for k, part in enumerate(_split(src, tensors[name], role)):
+                mapping[role.replace("{k}", str(k))] = part.name
+                tensors[part.name] = part
+            done.setdefault((kind, -1), []).append(f"{name} {list(tensors[name].shape)}")
+            continue
         if kind in ("log", "log_recip"):
             tensors[name + f"[{kind}]"] = _unfolded(src, tensors[name], kind, param)
             mapping[role] = name + f"[{kind}]"
@@ -293,11 +300,27 @@ def _transformed(
         mapping[role] = view
         done.setdefault((param, row), []).append(f"{name} {list(t.shape)}")
     for (param, row), names in done.items():
-        if row < 0:
+        if param == "split":
+            notes.append(f"{len(names)} stacked tensors taken apart along their first axis: {', '.join(names)}")
+        elif row < 0:
             notes.append(f"{len(names)} tensors stored folded read back through {param}, e.g. {names[0]}")
         else:
             notes.append(f"row {row} ({param}) of {len(names)} tables taken, e.g. {names[0]}")
     return dataclasses.replace(raw, tensors=tensors), mapping
+
+
+def _split(src: str, t: reader.RawTensor, role: str) -> list[reader.RawTensor]:
+    """The parts of a tensor stacked along its first axis, as views, named `NAME[k]` (see `_transformed`)."""
+    if "{k}" not in role:
+        raise LayoutError(f"{src}: transform split for '{t.name}': its role {role!r} has no {{k}} for the part")
+    if len(t.shape) < 2:
+        raise LayoutError(f"{src}: transform split takes a stacked tensor apart, but '{t.name}' has one axis")
+    n = int(t.shape[0])
+    if n < 1:
+        raise LayoutError(f"{src}: transform split: '{t.name}' has shape {list(t.shape)}, no part to take apart")
+    # float types hold numpy shape `shape`; block types raw bytes [rows, row_bytes] with rows over all outer axes
+    data = t.data if t.type in ("F32", "F16", "BF16") else t.data.reshape(n, -1, t.data.shape[-1])
+    return [reader.RawTensor(f"{t.name}[{k}]", t.type, tuple(int(s) for s in t.shape[1:]), data[k]) for k in range(n)]
 
 
 def _unfolded(src: str, t: reader.RawTensor, kind: str, arg: str) -> reader.RawTensor:

@@ -157,8 +157,14 @@ def known_architectures() -> list[str]:
 
 
 def unknown_family_error(path: Any, architecture: str | None) -> InvalidModelError:
-    """The refusal of a GGUF of a family kzlab does not decode (e.g. a language model)."""
+    """The refusal of a GGUF of a family kzlab does not decode (e.g. a language model); where a family knows the
+    architecture as another part of its models (`Arch.other_files`: a talker beside its decoder file), it says
+    where the decoder is."""
     what = f"a {architecture!r} file" if architecture else "a file with no general.architecture"
+    hints = [h for a in families() for arch, h in (getattr(a, "other_files", {}) or {}).items()
+             if arch == architecture]
+    if hints:
+        return InvalidModelError(f"{path} is {what}: {'; '.join(hints)}")
     return InvalidModelError(f"{path} is {what}; kzlab decodes: {', '.join(_FAMILIES)}")
 
 

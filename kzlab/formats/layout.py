@@ -30,7 +30,10 @@ shape [C]: the row the hyperparameter NAME gives (`--hparam NAME=N`, `hparams=`,
 when none does; the family must accept NAME, and a row outside the table is refused. `log` (x -> ln x) and
 `log_recip:EPS` (x -> ln(1/x - EPS)) undo constants a converter stored folded, e.g. SnakeBeta's exp(alpha)
 and 1/(exp(beta) + 1e-9): the role gets the upstream parameter back (F32), and a value they cannot undo
-(x <= 0, or 1/x <= EPS) is refused naming the tensor.
+(x <= 0, or 1/x <= EPS) is refused naming the tensor. `split` takes a tensor of stacked parts apart along its
+first (outermost) axis, one role per part: the rule's role has `{k}` where the part's index goes (e.g.
+llama.cpp's 15 acoustic codebooks in one 3-D tensor, `vq.rest.{k}.codebook`); a depth the family does not
+have is refused by its role checks.
 
 Packed files (one file, several models, names through a table) are read with `[layout]` keys: `extends` (a
 built-in map whose rules and ignores follow the map's own), `prefix` (only names under it are the decoder's,
@@ -57,7 +60,7 @@ from kzlab.errors import LayoutError
 
 BUILTIN_DIR = Path(__file__).with_name("layouts")
 #: value transforms a map may name (see the module docstring): kind -> what its argument is
-TRANSFORMS = {"row": "NAME", "log": "", "log_recip": "EPS"}
+TRANSFORMS = {"row": "NAME", "log": "", "log_recip": "EPS", "split": ""}
 _SLOT = re.compile(r"\{(\d+)\s*([+-]\s*\d+)?\}")
 
 

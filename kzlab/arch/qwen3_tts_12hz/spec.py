@@ -77,6 +77,13 @@ class Qwen3Tts12Hz:
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
     #: the fused residual-unit and SnakeBeta+transposed-conv CPU nodes (kzlab.graph.fused) apply
     fused_nodes: bool = True
+    #: other parts of this family's models that people open: general.architecture -> where the decoder is
+    other_files: dict[str, str] = field(default_factory=lambda: {
+        "qwen3tts": "the talker (language model) of llama.cpp's Qwen3-TTS; the decoder is in the mmproj-*.gguf file "
+        "beside it (its a.gen.wav.* tensors), which kzlab decodes",
+        "clip": "a clip (mmproj) file with no decoder in it: kzlab decodes the a.gen.wav.* tensors of llama.cpp's "
+        "Qwen3-TTS mmproj files, and this file has none",
+    })
     not_applicable: dict[str, str] = field(default_factory=lambda: {
         "gelu": "this family's GELUs (in its ConvNeXt upsampling blocks) are built in the exact erf form only",
         "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",

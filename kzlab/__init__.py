@@ -29,7 +29,7 @@ from kzlab.errors import (
     LayoutError,
     ResourceError,
 )
-from kzlab.graph.options import NAIVE, Lowering, LoweringPlan
+from kzlab.graph.options import LLAMACPP, NAIVE, Lowering, LoweringPlan
 from kzlab.loader import load_model
 from kzlab.runtime.decoder import DecodeOutput, Decoder, load
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends
@@ -87,6 +87,7 @@ def __getattr__(name: str):
 #: the eager names above, then every lazy one (tests/test_core.py checks that each resolves)
 __all__ = [
     "NAIVE",
+    "LLAMACPP",
     "BackendError",
     "BackendSpec",
     "Cancelled",

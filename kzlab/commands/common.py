@@ -33,6 +33,11 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
     """One option per Lowering field (`--conv-src1` for conv_src1), choices and help from kzlab.graph.options."""
     d = Lowering()
     g = p.add_argument_group("lowering options")
+    g.add_argument("--lowering", metavar="PRESET", choices=list(lowering_options.PRESETS), default=None,
+                   help="start from a named lowering: " + "; ".join(
+                       f"{k} = {v.label()}" for k, v in lowering_options.PRESETS.items())
+                   + " (llamacpp: llama.cpp's own graph of the decoder, qwen3tts-gen.cpp's code2wav); the options "
+                   "below given with other values than their defaults change it")
     for f in dataclasses.fields(Lowering):
         flag = "--" + f.name.replace("_", "-")
         choices = getattr(lowering_options, f"{f.name.upper()}_CHOICES", None)
@@ -44,7 +49,15 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
 
 
 def lowering_from(args: argparse.Namespace) -> Lowering:
-    return Lowering(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Lowering)})
+    """The lowering the options say: `--lowering NAME` (a preset) with every option given a non-default value on
+    top of it, else the options alone."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Lowering)}
+    name = getattr(args, "lowering", None)
+    if not name:
+        return Lowering(**given)
+    d = Lowering()
+    changed = {k: v for k, v in given.items() if v != getattr(d, k)}
+    return lowering_options.preset(name).replace(**changed)
 
 
 def add_backend(p: argparse.ArgumentParser) -> None:

@@ -194,6 +194,12 @@ class Lowering:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Lowering)}
         return LoweringPlan(**{**fields, **made, "mode": plan_mode}, requested=self)
 
+    @staticmethod
+    def preset(name: str) -> Lowering:
+        """A named lowering: `default`, `naive` (the F16 graph ports of the decoder usually write), `llamacpp`
+        (llama.cpp's own graph of it; see LLAMACPP for where kzlab's still differs)."""
+        return preset(name)
+
     def portable(self) -> Lowering:
         """This request in portable mode, its fused choices back to `auto`: the graph a device port of it runs
         (what the placement simulator places for a fast-mode run)."""
@@ -279,3 +285,27 @@ NAIVE = Lowering(
     conv="im2col-f16", conv_src1="kernel", convt="direct", snake="raw", wtype="f16", conv_tile=0, resunit="ops",
     mode="portable",
 )
+
+#: llama.cpp's own graph of the first family's decoder (tools/mtmd/models/qwen3tts-gen.cpp at 0c1e5709, `code2wav`):
+#: ggml_conv_1d (an F16 im2col, the columns as src0 and the kernel as src1, no tiling), the transposed convs as a
+#: product and ggml_col2im_1d, SnakeBeta folded at conversion (MUL, SIN, SQR, MUL, ADD), ggml_gelu's tanh form in
+#: the ConvNeXt blocks; ggml ops only. Where kzlab's graph still differs from it: the depthwise convs are K
+#: shifted multiply-adds (llama.cpp: ggml_conv_1d_dw, an F16 im2col and a product), and the decode is one graph
+#: over every frame (llama.cpp: windows of 72 frames with carried state). For WavTokenizer the same choices make
+#: llama.cpp's `wavtokenizer-dec` convs and GELU (its depthwise convs stay kzlab's `dwconv`).
+LLAMACPP = Lowering(
+    conv="im2col-f16", conv_src1="kernel", convt="col2im", snake="folded", resunit="ops", conv_tile=0,
+    gelu="tanh", mode="portable", convnext="ops",
+)
+
+#: lowerings by name: `kzlab.Lowering.preset(name)`, `--lowering NAME` on the commands
+PRESETS: dict[str, Lowering] = {"default": Lowering(), "naive": NAIVE, "llamacpp": LLAMACPP}
+
+
+def preset(name: str) -> Lowering:
+    """A named lowering (PRESETS); an unknown name is refused with the known ones."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InvalidOptionError(f"unknown lowering preset {name!r}: {', '.join(PRESETS)}") from None
+

@@ -231,7 +231,7 @@ def upsample(b: GraphBuilder, hp: HParams, x: Act, i: int) -> Act:
     m = 2 * 4 * L * L * T
     with b.layer(p + "mlp", "mlp", c_in=L, c_out=L, t_in=T, t_out=T, macs=m, macs_seed=m):
         h = b.linear(h, p + "pw1.weight", p + "pw1.bias")
-        h = Act(g.ggml_gelu_erf(ctx, h.t), True)
+        h = Act(g.ggml_gelu(ctx, h.t) if b.low.gelu == "tanh" else g.ggml_gelu_erf(ctx, h.t), True)
         h = b.mul_chan(b.linear(h, p + "pw2.weight", p + "pw2.bias"), p + "gamma")
         x = b.as_cl(x)
         return Act(g.ggml_add(ctx, x.t, h.t), True)

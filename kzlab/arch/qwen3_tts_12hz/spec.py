@@ -85,7 +85,6 @@ class Qwen3Tts12Hz:
         "Qwen3-TTS mmproj files, and this file has none",
     })
     not_applicable: dict[str, str] = field(default_factory=lambda: {
-        "gelu": "this family's GELUs (in its ConvNeXt upsampling blocks) are built in the exact erf form only",
         "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",
         "dwconv": "this decoder's depthwise convs (in its ConvNeXt upsampling blocks) are lowered by `conv`",
         "convnext": "this family's ConvNeXt upsampling blocks have no fused node: they are built from ggml ops",

@@ -37,7 +37,7 @@ lint: venv
 	$(VENV)/bin/ruff check kzlab tests benchmarks
 
 fuzz: venv
-	KZLAB_FUZZ_CASES=10000 $(PY) -m pytest -q tests/test_fuzz.py
+	KZLAB_FUZZ_CASES=10000 $(PY) -m pytest -q tests/test_fuzz.py tests/test_fuzz_packed.py
 	KZLAB_INFER_SCHEMES=2000 $(PY) -m pytest -q -s tests/test_infer_fuzz.py
 
 bench: venv

@@ -73,6 +73,11 @@ def check_counts(hp: Any, meta: dict[str, Any], roles_present: set[str], src: st
     otherwise shows up as a decoder with fewer blocks (and, with later blocks present, as unrelated
     "extra" tensors). A later index in the file, or a count in the metadata, shows what was meant.
     """
+    if hp.num_quantizers == 1 and "vq.rest.output_proj.weight" in roles_present:
+        raise InvalidModelError(
+            f"{src}: required tensor for role 'vq.rest.0.codebook' is missing (the file has the acoustic "
+            "codebooks' output projection, vq.rest.output_proj.weight, but not one acoustic codebook)"
+        )
     counts = {
         "vq.rest": hp.num_quantizers - 1,
         "tfm.blk": hp.num_layers,

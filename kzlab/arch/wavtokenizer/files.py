@@ -192,8 +192,8 @@ def apply_overrides(hp: WavTokenizerHParams, values: dict[str, Any], source: str
     if g is not None and (g < 1 or hp.dim % g):
         raise InvalidOptionError(f"{where}group_norm_groups={g} does not divide the {hp.dim} channels into groups")
     for k in ("group_norm_eps", "layer_norm_eps"):
-        if k in v and not (math.isfinite(v[k]) and v[k] > 0):
-            raise InvalidOptionError(f"{where}{k}={v[k]}: expected a number > 0")
+        if k in v and not (math.isfinite(v[k]) and 0 < v[k] <= float(np.finfo(np.float32).max)):
+            raise InvalidOptionError(f"{where}{k}={v[k]}: expected a number > 0 that a float32 holds")
     if "bandwidth_id" in v and v["bandwidth_id"] < 0:
         raise InvalidOptionError(f"{where}bandwidth_id={v['bandwidth_id']}: expected an integer >= 0")
     if "sample_rate" in v and v["sample_rate"] < 1:

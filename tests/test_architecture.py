@@ -239,9 +239,8 @@ def test_old_module_paths_still_import_with_a_warning():
 #: words that name a family's roles or stages (a leading escape counts: regular expressions name them too)
 FAMILY_WORDS = re.compile(
     r"(?<![\w])(vq\\?\.|tfm\\?\.|up\\?\.(\\d|\d|\{)|dec\\?\.(\\d|\d|\{|$)|pre_conv|pre_transformer"
-    r"|upsample\\?\.|posnet|convnext\\?\.|quantizer)"
+    r"|upsample\\?\.|posnet|convnext|quantizer)"
 )
-#: (`convnext` with its dot: the word alone names a kind of block, as the lowering option of that name does)
 #: modules outside kzlab/arch/ that still name a family's roles (none left: the first family's GGUF writer,
 #: synthetic and known-answer decoders and layout inference live in kzlab/arch/qwen3_tts_12hz/). The list may
 #: only shrink: each must still name a role.

@@ -18,7 +18,7 @@ import pytest
 import kzlab
 from kzlab.audio import snr_db
 from kzlab.errors import InvalidOptionError
-from kzlab.graph.fused.kernels import convnext_rows, gelu_erf
+from kzlab.graph.fused.kernels import dwmlp_rows, gelu_erf
 
 DATA = Path(__file__).parent / "data" / "wavtokenizer-tiny"
 GGUF = DATA / "wavtokenizer-tiny-f32.gguf"
@@ -65,7 +65,7 @@ def test_block_matches_float64_whatever_the_tiles_and_thread_ranges(left, T):
     for tile, cuts in ((512, [0, T]), (4, [0, T]), (3, [0, T // 3, T])):
         y = np.full_like(x, np.nan)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):  # as ggml's threads split the frames
-            convnext_rows(x, y, p, left, eps, a, b, tile)
+            dwmlp_rows(x, y, p, left, eps, a, b, tile)
         rel = np.sqrt(np.mean((y - want) ** 2)) / scale
         assert np.all(np.isfinite(y)) and rel < 1e-5, (tile, cuts, rel)
 
@@ -91,7 +91,7 @@ def test_fast_mode_matches_pytorch_and_the_portable_graph_stage_by_stage(ref, se
         portable = _stages(d, ref["codes"])
     for threads in (2, 1):
         with kzlab.load(GGUF, backend=backend, sched=sched, threads=threads) as d:
-            assert d.session.plan.convnext == "fused" and d.mode == "fast"
+            assert d.session.plan.dwmlp == "fused" and d.mode == "fast"
             fast = _stages(d, ref["codes"])
         names = [k for k in ref if k not in ("codes", "posnet")]
         low = {k: round(snr_db(fast[k], ref[k]), 1) for k in names if snr_db(fast[k], ref[k]) < 70.0}
@@ -110,21 +110,21 @@ def test_fused_nodes_are_labelled_and_counted_in_a_profile():
     assert all(n["flops"] > products for n in fused), [n["flops"] for n in fused]
 
 
-def test_fused_convnext_is_refused_where_it_cannot_run():
+def test_fused_dwmlp_is_refused_where_it_cannot_run():
     m = kzlab.load_model(GGUF)
     with pytest.raises(InvalidOptionError, match="not a ggml op"):
-        kzlab.Lowering(convnext="fused").resolve(cpu_only=False, where="rpc://127.0.0.1:1")
+        kzlab.Lowering(dwmlp="fused").resolve(cpu_only=False, where="rpc://127.0.0.1:1")
     with pytest.raises(InvalidOptionError, match="no fused node"):
-        kzlab.Decoder(kzlab.load_model("tiny"), kzlab.Lowering(convnext="fused"), backend="cpu", sched=False)
+        kzlab.Decoder(kzlab.load_model("tiny"), kzlab.Lowering(dwmlp="fused"), backend="cpu", sched=False)
     with pytest.raises(InvalidOptionError, match="expected one of auto, fused, ops"):
-        kzlab.Lowering(convnext="yes")
+        kzlab.Lowering(dwmlp="yes")
     # the simulator places the portable graph: a fast-mode request is refused there, never replaced
     with pytest.raises(InvalidOptionError):
-        kzlab.simulate(m, frames=8, lowering=kzlab.Lowering(convnext="fused"), profile="hexagon-v0.15.3")
+        kzlab.simulate(m, frames=8, lowering=kzlab.Lowering(dwmlp="fused"), profile="hexagon-v0.15.3")
 
 
 def test_the_family_counts_the_nodes_sources_as_the_node_has_them():
-    from kzlab.arch.wavtokenizer.spec import CONVNEXT_NODE_SOURCES
-    from kzlab.graph.fused import CONVNEXT_SOURCES
+    from kzlab.arch.wavtokenizer.spec import DWMLP_NODE_SOURCES
+    from kzlab.graph.fused import DWMLP_SOURCES
 
-    assert CONVNEXT_NODE_SOURCES == len(CONVNEXT_SOURCES)
+    assert DWMLP_NODE_SOURCES == len(DWMLP_SOURCES)

@@ -91,7 +91,7 @@ def test_modes():
     p = Lowering(mode="portable").resolve(cpu_only=True)
     assert (p.snake, p.resunit, p.convt, p.mode) == ("folded", "ops", "col2im", "portable")
     f = Lowering(mode="fast").resolve(cpu_only=True)
-    assert (f.snake, f.resunit, f.convt, f.convnext, f.mode) == ("fused", "fused", "fused", "fused", "fast")
+    assert (f.snake, f.resunit, f.convt, f.dwmlp, f.mode) == ("fused", "fused", "fused", "fused", "fast")
     assert Lowering().resolve(cpu_only=True) == f and Lowering().resolve(cpu_only=False) == p
     # fast asked, but every fused node turned off by the other options: the plan says what it is
     off = Lowering(mode="fast", snake="folded", conv="ktap", gelu="tanh").resolve(cpu_only=True)

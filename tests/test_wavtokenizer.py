@@ -128,7 +128,7 @@ def test_cli_info_and_decode(tmp_path, capsys, ref):
     assert snr_db(np.load(wav), ref["wav"]) >= 70.0
 
 
-def test_the_fused_convnext_node_is_the_fast_mode_and_the_plan_says_which_ran():
+def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran():
     """The family's one fused CPU node is the ConvNeXt block: `auto` on the CPU resolves to the fast plan with it,
     the options it would override (gelu, dwconv, wtype) keep the ggml ops, and the first family's fused options,
     which this decoder has nothing for, resolve to ops and are refused when asked for."""
@@ -137,16 +137,16 @@ def test_the_fused_convnext_node_is_the_fast_mode_and_the_plan_says_which_ran():
     m = kzlab.load_model(GGUF)
     with kzlab.Decoder(m, backend="cpu", sched=False) as d:
         plan = d.session.plan
-        assert plan.mode == "fast" and plan.convnext == "fused"
+        assert plan.mode == "fast" and plan.dwmlp == "fused"
         assert (plan.snake, plan.resunit, plan.convt) == ("folded", "ops", "col2im")
-        assert "convnext=fused" in repr(d)
+        assert "dwmlp=fused" in repr(d)
     for kw in ({"gelu": "tanh"}, {"dwconv": "taps"}, {"wtype": "f16"}, {"mode": "portable"}):
         with kzlab.Decoder(m, kzlab.Lowering(**kw), backend="cpu", sched=False) as d:
-            assert d.session.plan.convnext == "ops" and d.session.plan.mode == "portable", kw
+            assert d.session.plan.dwmlp == "ops" and d.session.plan.mode == "portable", kw
     with pytest.raises(InvalidOptionError, match="no SnakeBeta"):
         kzlab.Decoder(m, kzlab.Lowering(snake="fused"), backend="cpu", sched=False)
     with pytest.raises(InvalidOptionError, match="mode='portable' builds ggml ops only"):
-        kzlab.Decoder(m, kzlab.Lowering(convnext="fused", mode="portable"), backend="cpu", sched=False)
+        kzlab.Decoder(m, kzlab.Lowering(dwmlp="fused", mode="portable"), backend="cpu", sched=False)
 
 
 # ---- files: kzlab convert, synth and built-in names for this family --------------------------------------------

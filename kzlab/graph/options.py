@@ -32,11 +32,11 @@ MODE_CHOICES = ("auto", "portable", "fast")
 GELU_CHOICES = ("erf", "tanh")
 ISTFT_CHOICES = ("host", "graph")
 DWCONV_CHOICES = ("direct", "taps")
-CONVNEXT_CHOICES = ("auto", "fused", "ops")
+DWMLP_CHOICES = ("auto", "fused", "ops")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
-FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im", "convnext": "ops"}
+FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im", "dwmlp": "ops"}
 
 HELP = {
     "mode": "portable = ggml ops only (what a device port runs and the Hexagon simulator places); fast = kzlab's "
@@ -67,11 +67,11 @@ HELP = {
     "(llama.cpp's graph)",
     "istft": "inverse STFT of families whose head gives a spectrum: host = numpy after the graph (as llama.cpp); "
     "graph = in ggml ops (inverse-DFT product, COL2IM_1D overlap-add), so it is profiled and placed too",
-    "convnext": "ConvNeXt blocks of families that have a fused node for them (depthwise conv, LayerNorm, pointwise "
-    "MLP with the exact GELU, gamma, residual): fused = one kzlab CPU node per block (numpy BLAS products and a "
-    "vectorised exact GELU on tiles of frames; F32), CPU and BLAS backends only; ops = ggml ops; auto = fused "
-    "where every backend is the CPU or BLAS and the options it replaces (gelu, dwconv, mm_chunk, wtype) are left "
-    "at their defaults",
+    "dwmlp": "depthwise-conv + MLP blocks (ConvNeXt blocks) of families that have a fused node for them "
+    "(depthwise conv, LayerNorm, pointwise MLP with the exact GELU, gamma, residual): fused = one kzlab CPU "
+    "node per block (numpy BLAS products and a vectorised exact GELU on tiles of frames; F32), CPU and BLAS "
+    "backends only; ops = ggml ops; auto = fused where every backend is the CPU or BLAS and the options it "
+    "replaces (gelu, dwconv, mm_chunk, wtype) are left at their defaults",
     "dwconv": "depthwise convs of families that have them: direct = one CONV_2D_DW node (fastest on the CPU); taps = "
     "K shifted MUL + ADD nodes (ops every device backend takes, e.g. the Hexagon NPU, which refuses CONV_2D_DW)",
 }
@@ -93,7 +93,7 @@ class Lowering:
     gelu: str = "erf"
     istft: str = "host"
     dwconv: str = "direct"
-    convnext: str = "auto"
+    dwmlp: str = "auto"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -107,7 +107,7 @@ class Lowering:
             ("gelu", GELU_CHOICES),
             ("istft", ISTFT_CHOICES),
             ("dwconv", DWCONV_CHOICES),
-            ("convnext", CONVNEXT_CHOICES),
+            ("dwmlp", DWMLP_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -185,7 +185,7 @@ class Lowering:
             "snake": "fused" if fast else "folded",
             "resunit": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
             "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
-            "convnext": "fused" if fast and all(getattr(self, f) == getattr(d, f) for f in (
+            "dwmlp": "fused" if fast and all(getattr(self, f) == getattr(d, f) for f in (
                 "gelu", "dwconv", "mm_chunk", "wtype")) else "ops",
         }
         choice.update({n: FUSABLE[n] for n in absent})
@@ -232,8 +232,8 @@ class Lowering:
             parts.append(f"istft={self.istft}")
         if self.dwconv != "direct" and show["dwconv"]:
             parts.append(f"dwconv={self.dwconv}")
-        if self.convnext != "ops" and show["convnext"]:
-            parts.insert(1, f"convnext={self.convnext}")
+        if self.dwmlp != "ops" and show["dwmlp"]:
+            parts.insert(1, f"dwmlp={self.dwmlp}")
         return " ".join(parts)
 
 
@@ -263,8 +263,8 @@ class LoweringPlan(Lowering):
         return self.convt == "fused"
 
     @property
-    def fused_convnext(self) -> bool:
-        return self.convnext == "fused"
+    def fused_dwmlp(self) -> bool:
+        return self.dwmlp == "fused"
 
     @property
     def folded_snake(self) -> bool:
@@ -295,7 +295,7 @@ NAIVE = Lowering(
 #: llama.cpp's `wavtokenizer-dec` convs and GELU (its depthwise convs stay kzlab's `dwconv`).
 LLAMACPP = Lowering(
     conv="im2col-f16", conv_src1="kernel", convt="col2im", snake="folded", resunit="ops", conv_tile=0,
-    gelu="tanh", mode="portable", convnext="ops",
+    gelu="tanh", mode="portable", dwmlp="ops",
 )
 
 #: lowerings by name: `kzlab.Lowering.preset(name)`, `--lowering NAME` on the commands

@@ -173,7 +173,7 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
         return [_prepare_conv(role, w, low, fam)]
     # linear [out, in] -> ne [in, out]
     out_f, in_f = shape
-    if low.fused_convnext and fam.fused_roles.get("mlp_linear", NEVER).search(role):
+    if low.fused_dwmlp and fam.fused_roles.get("mlp_linear", NEVER).search(role):
         # the fused ConvNeXt node's products read numpy [out, in] F32 matrices: the file's layout, widened
         return [_matrix(role, w, lambda a: a, (in_f, out_f), "F32", True)]
     t = _pick_type(w, low.wtype, in_f, True, fam)

@@ -87,7 +87,7 @@ class Qwen3Tts12Hz:
     not_applicable: dict[str, str] = field(default_factory=lambda: {
         "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",
         "dwconv": "this decoder's depthwise convs (in its ConvNeXt upsampling blocks) are lowered by `conv`",
-        "convnext": "this family's ConvNeXt upsampling blocks have no fused node: they are built from ggml ops",
+        "dwmlp": "this family's ConvNeXt upsampling blocks have no fused node: they are built from ggml ops",
     })
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: dict(FUSED_ROLES))
 

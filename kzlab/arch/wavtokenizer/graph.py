@@ -178,8 +178,8 @@ def _depthwise_ssm(b: GraphBuilder, x: Act, wname: str, bname: str) -> Act:
     return b.add_bias(Act(g.ggml_reshape_2d(ctx, y, C, T), True), bname)
 
 
-def fused_convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
-    """The block as one kzlab CPU node (kzlab.graph.fused.convnext), named by the block's path.
+def fused_dwmlp_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
+    """The block as one kzlab CPU node (kzlab.graph.fused.dwmlp), named by the block's path.
 
     Its four logical layers are still recorded (with their MACs, for the tables), marked `fused_into` the block;
     the node's time and FLOPs belong to the block's own row."""
@@ -195,7 +195,7 @@ def fused_convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: in
                  "pw1.bias": "pw1.bias", "pw2.weight": "pw2.weight"}
         w = {k: b.w[f"{p}.{v}"] for k, v in names.items()}
         k = int(w["dw.weight"].contents.ne[1])
-        y = Act(fused.convnext(b.ctx, x.t, x.cl, w, (k - 1) // 2, hp.layer_norm_eps), True)
+        y = Act(fused.dwmlp(b.ctx, x.t, x.cl, w, (k - 1) // 2, hp.layer_norm_eps), True)
     for suffix, kind, macs, info in subs:
         extra = {**info.get("extra", {}), "fused_into": p}
         more = {"macs": macs, "macs_seed": macs} if macs else {}
@@ -208,8 +208,8 @@ def fused_convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: in
 
 def convnext_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
     """Depthwise conv, LayerNorm, Linear, GELU, Linear, gamma, residual."""
-    if b.low.fused_convnext:
-        return fused_convnext_block(b, hp, x, i)
+    if b.low.fused_dwmlp:
+        return fused_dwmlp_block(b, hp, x, i)
     ctx, p, C, F, T = b.ctx, f"convnext.{i}", hp.dim, hp.intermediate_size, x.T
     with b.layer(f"{p}.dwconv", "conv1d", c_in=C, c_out=C, kernel=7, t_in=T, t_out=T, macs=7 * C * T,
                  macs_seed=7 * C * T, extra={"groups": C, "padding": "same"}):

@@ -265,7 +265,7 @@ class WavTokenizerDec:
     left_context: int = 50
     right_context: int = 0
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
-    #: one fused CPU node, the ConvNeXt block (`convnext="fused"`, kzlab.graph.fused), in the fast mode
+    #: one fused CPU node, the ConvNeXt block (`dwmlp="fused"`, kzlab.graph.fused), in the fast mode
     fused_nodes: bool = True
     #: the roles the fused nodes read in their own layout (kzlab.graph.prepared): the ConvNeXt blocks' products
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: {
@@ -341,13 +341,13 @@ class WavTokenizerDec:
         return 4 * t * c * f + (2 * k + 8 + 4) * out.n + 20 * t * f
 
     def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
-        return "convnext" if len(srcs) == CONVNEXT_NODE_SOURCES else None
+        return "convnext" if len(srcs) == DWMLP_NODE_SOURCES else None
 
     def packed_weights(self, weights: dict[str, Any], hp: WavTokenizerHParams, plan: Any) -> dict[str, np.ndarray]:
         """Tensors the fused nodes read that the file holds apart (numpy order, F32): each ConvNeXt block's five
         per-channel vectors stacked as one [5, C] tensor, `convnext.{i}.vectors` (kzlab.graph.fused.VECTOR_ROWS),
         so that the fused node takes six sources (ggml allows nine)."""
-        if not getattr(plan, "fused_convnext", False):
+        if not getattr(plan, "fused_dwmlp", False):
             return {}
         rows = ("dwconv.bias", "norm.weight", "norm.bias", "pw2.bias", "gamma")
         return {
@@ -365,7 +365,7 @@ class WavTokenizerDec:
         return {"istft.basis": basis(hp.n_fft), "istft.window_sq": (hann(hp.n_fft) ** 2).astype(np.float32)[None, :]}
 
 
-#: sources of the fused ConvNeXt node (len(kzlab.graph.fused.CONVNEXT_SOURCES), which this layer may not import)
-CONVNEXT_NODE_SOURCES = 6
+#: sources of the fused ConvNeXt node (len(kzlab.graph.fused.DWMLP_SOURCES), which this layer may not import)
+DWMLP_NODE_SOURCES = 6
 
 ARCH = WavTokenizerDec()

@@ -49,11 +49,11 @@ from kzlab.graph.fused.kernels import (
     unit_tile_rows,
 )
 from kzlab.graph.fused.nodes import (
-    CONVNEXT_SOURCES,
+    DWMLP_SOURCES,
     UNIT_SOURCES,
     VECTOR_ROWS,
     after_compute,
-    convnext,
+    dwmlp,
     raise_pending,
     residual_unit,
     snake,
@@ -61,8 +61,8 @@ from kzlab.graph.fused.nodes import (
 )
 
 __all__ = [
-    "CONVNEXT_SOURCES",
-    "convnext",
+    "DWMLP_SOURCES",
+    "dwmlp",
     "UNIT_MAX_ROWS",
     "UNIT_MIN_ROWS",
     "UNIT_SOURCES",

@@ -160,16 +160,16 @@ def gelu_erf(u: np.ndarray, out: np.ndarray, s: np.ndarray, e: np.ndarray) -> No
 #: bytes of one tile's hidden rows ([tile, F] F32). The products dominate and sgemm is most efficient on tall
 #: tiles: at the shipped sizes (C 768, F 2304) a thread's block took 77, 74, 71 and 69 ms (one core, 750 frames)
 #: at 128, 192, 256 and 375 frames per tile, so a tile is as tall as 4 MB of hidden rows allows
-CONVNEXT_TILE_BYTES = 1 << 22
-CONVNEXT_MIN_ROWS, CONVNEXT_MAX_ROWS = 16, 512
+DWMLP_TILE_BYTES = 1 << 22
+DWMLP_MIN_ROWS, DWMLP_MAX_ROWS = 16, 512
 
 
-def convnext_tile_rows(hidden: int) -> int:
+def dwmlp_tile_rows(hidden: int) -> int:
     """Frames per tile of the fused ConvNeXt block for a hidden width of `hidden` channels."""
-    return int(min(CONVNEXT_MAX_ROWS, max(CONVNEXT_MIN_ROWS, CONVNEXT_TILE_BYTES // (4 * hidden))))
+    return int(min(DWMLP_MAX_ROWS, max(DWMLP_MIN_ROWS, DWMLP_TILE_BYTES // (4 * hidden))))
 
 
-def convnext_rows(
+def dwmlp_rows(
     x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], left: int, eps: float, t0: int, t1: int, tile: int
 ) -> None:
     """Output frames [t0, t1) of one ConvNeXt block, a tile at a time; x and y are [T, C] channels-last.

@@ -16,10 +16,10 @@ from ggml import ggml as g
 from kzlab.errors import BackendError
 from kzlab.graph.fused.kernels import (
     BLOCK,
-    convnext_rows,
-    convnext_tile_rows,
     convt_rows,
     convt_tile_rows,
+    dwmlp_rows,
+    dwmlp_tile_rows,
     snake_block,
     unit_rows,
     unit_tile_rows,
@@ -200,7 +200,7 @@ def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int)
 # ---- the ConvNeXt block --------------------------------------------------------------------------------------
 #: sources of the ConvNeXt node, in order (ggml_custom_4d takes at most nine); "vectors" is the block's five
 #: per-channel vectors stacked (VECTOR_ROWS), one tensor so that the node stays within that limit
-CONVNEXT_SOURCES = ("x", "dw.weight", "vectors", "pw1.weight", "pw1.bias", "pw2.weight")
+DWMLP_SOURCES = ("x", "dw.weight", "vectors", "pw1.weight", "pw1.bias", "pw2.weight")
 #: the rows of "vectors", in order
 VECTOR_ROWS = ("dw.bias", "norm.weight", "norm.bias", "pw2.bias", "gamma")
 #: where the LayerNorm epsilon sits in the node's userdata (its float32 bits); the left padding sits below it
@@ -211,7 +211,7 @@ def _f32_bits(v: float) -> int:
     return int(np.array(v, np.float32).view(np.uint32))
 
 
-def _convnext_kernel(dst, ith: int, nth: int, userdata) -> None:
+def _dwmlp_kernel(dst, ith: int, nth: int, userdata) -> None:
     try:
         flags = int(userdata or 0)
         left = (flags >> _PARAM_SHIFT) & ((1 << (_EPS_SHIFT - _PARAM_SHIFT)) - 1)
@@ -222,27 +222,27 @@ def _convnext_kernel(dst, ith: int, nth: int, userdata) -> None:
         k = int(d.src[1].contents.ne[1])
         f = int(d.src[3].contents.ne[1])
         shapes = [(k, C), (len(VECTOR_ROWS), C), (f, C), (f,), (C, f)]
-        names = CONVNEXT_SOURCES[1:]
+        names = DWMLP_SOURCES[1:]
         p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
         p.update(zip(VECTOR_ROWS, p.pop("vectors"), strict=True))
         t0, t1 = T * ith // nth, T * (ith + 1) // nth  # each thread its own frames, read with their halo
         if t0 < t1:
             blas_one_thread()
-            convnext_rows(x, y, p, left, eps, t0, t1, convnext_tile_rows(f))
+            dwmlp_rows(x, y, p, left, eps, t0, t1, dwmlp_tile_rows(f))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)
 
 
-_CONVNEXT_CB = g.ggml_custom_op_t(_convnext_kernel)
+_DWMLP_CB = g.ggml_custom_op_t(_dwmlp_kernel)
 
 
-def convnext(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
+def dwmlp(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
     """The fused ConvNeXt block over `x` (F32, 2-D, C channels): depthwise conv (its taps read frames t - left
     ... t - left + K - 1, zeros outside), LayerNorm, pointwise MLP with the exact GELU, gamma, residual; writes
     channels-last [C, T].
 
-    `w` maps CONVNEXT_SOURCES[1:] to F32 tensors: the depthwise kernel as ne [C, K], the stacked vectors ne
+    `w` maps DWMLP_SOURCES[1:] to F32 tensors: the depthwise kernel as ne [C, K], the stacked vectors ne
     [C, 5] (VECTOR_ROWS: the depthwise bias, the LayerNorm's weight and bias, pw2's bias, gamma), pw1.weight
     ne [C, F], pw1.bias [F], pw2.weight ne [F, C]."""
     if not (0.0 < eps < 1.0):
@@ -252,11 +252,11 @@ def convnext(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
         raise ValueError(f"the fused ConvNeXt node's left padding {left} must be below its kernel size {k}")
     if not g.ggml_is_contiguous(x):
         x = g.ggml_cont(ctx, x)
-    srcs = [x] + [w[n] for n in CONVNEXT_SOURCES[1:]]
+    srcs = [x] + [w[n] for n in DWMLP_SOURCES[1:]]
     args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
     C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
     flags = (IN_CL if in_cl else 0) | OUT_CL | (left << _PARAM_SHIFT) | (_f32_bits(eps) << _EPS_SHIFT)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _CONVNEXT_CB, -1, flags)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _DWMLP_CB, -1, flags)
 
 
 def after_compute() -> None:

@@ -130,13 +130,22 @@ def ask_whatif(model, configs: list[str], **kw):
     return kzlab.whatif(model, configs, **kw)
 
 
-def stages_below(dec, ref: dict, bound: float, must: tuple[str, ...] = ("wav",)) -> dict[str, float]:
-    """Decode `ref`'s codes with every stage kept; the stages (of those `ref` holds) whose SNR against `ref` is below
-    `bound` dB, rounded, after checking that `must` are among those compared."""
+def stage_snrs(dec, ref: dict, skip: tuple[str, ...] = ("codes",), every: bool = False) -> dict[str, float]:
+    """Decode `ref`'s codes with every stage kept: the SNR in dB of each stage `ref` holds (but `skip`) against it.
+    `every`: each of those stages must be in the decode (else only the ones it has are compared)."""
     from kzlab.audio import snr_db as snr
 
     out = dec.decode(ref["codes"], intermediates=True)
     got = {**out.stages, "wav": out.wav}
-    names = [k for k in ref if k in got]
-    assert set(must) <= set(names), sorted(set(must) - set(names))
-    return {k: round(snr(got[k], ref[k]), 1) for k in names if snr(got[k], ref[k]) < bound}
+    names = [k for k in ref if k not in skip]
+    if every:
+        assert set(names) <= set(got), sorted(set(names) - set(got))
+    return {k: snr(got[k], ref[k]) for k in names if k in got}
+
+
+def stages_below(dec, ref: dict, bound: float, must: tuple[str, ...] = ("wav",)) -> dict[str, float]:
+    """The stages (of those `ref` holds) whose SNR against `ref` is below `bound` dB, rounded, after checking that
+    `must` are among those compared."""
+    snr = stage_snrs(dec, ref)
+    assert set(must) <= set(snr), sorted(set(must) - set(snr))
+    return {k: round(v, 1) for k, v in snr.items() if v < bound}

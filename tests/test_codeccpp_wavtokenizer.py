@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import stage_snrs
 
 import kzlab
 from kzlab.audio import snr_db
@@ -22,11 +23,7 @@ REF16 = DATA / "codeccpp-wavtokenizer" / "reference-g16.npz"
 
 
 def _snr(dec, ref: dict) -> dict[str, float]:
-    out = dec.decode(ref["codes"], intermediates=True)
-    got = {**out.stages, "wav": out.wav}
-    names = [k for k in ref if k not in ("codes", "posnet")]
-    assert set(names) <= set(got), sorted(set(names) - set(got))
-    return {k: snr_db(got[k], ref[k]) for k in names}
+    return stage_snrs(dec, ref, skip=("codes", "posnet"), every=True)
 
 
 def test_the_file_is_recognised_and_its_tables_read_by_row():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import conftest
 import numpy as np
 import pytest
 
@@ -27,11 +28,7 @@ def ref():
 
 
 def stage_snrs(dec, ref) -> dict[str, float]:
-    out = dec.decode(ref["codes"], intermediates=True)
-    got = {**out.stages, "wav": out.wav}
-    names = [k for k in ref if k not in ("codes", "posnet")]
-    assert set(names) <= set(got), sorted(set(names) - set(got))
-    return {k: snr_db(got[k], ref[k]) for k in names}
+    return conftest.stage_snrs(dec, ref, skip=("codes", "posnet"), every=True)
 
 
 def test_family_and_sizes_are_read_from_the_file():

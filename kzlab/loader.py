@@ -256,7 +256,8 @@ def _transformed(
     accepted = getattr(files_half(family), "OVERRIDABLE", {})
     tensors = dict(raw.tensors)
     mapping = dict(mapping)
-    done: dict[tuple[str, int], list[str]] = {}
+    #: note text (with {n}, {first}, {all} for the tensors it took) -> the tensors
+    done: dict[str, list[str]] = {}
     src = str(raw.path)
     for role, name in sorted(mapping.items()):
         spec = lm.transform_of(name)
@@ -268,12 +269,14 @@ def _transformed(
             for k, part in enumerate(_split(src, tensors[name], role)):
                 mapping[role.replace("{k}", str(k))] = part.name
                 tensors[part.name] = part
-            done.setdefault((kind, -1), []).append(f"{name} {list(tensors[name].shape)}")
+            done.setdefault("{n} stacked tensors taken apart along their first axis: {all}", []).append(
+                f"{name} {list(tensors[name].shape)}"
+            )
             continue
         if kind in ("log", "log_recip"):
             tensors[name + f"[{kind}]"] = _unfolded(src, tensors[name], kind, param)
             mapping[role] = name + f"[{kind}]"
-            done.setdefault((kind, -1), []).append(name)
+            done.setdefault(f"{{n}} tensors stored folded read back through {kind}, e.g. {{first}}", []).append(name)
             continue
         if param not in accepted:
             raise LayoutError(
@@ -294,18 +297,13 @@ def _transformed(
             )
         view = f"{name}[{row}]"
         # float types hold numpy shape `shape`; block types raw bytes [rows, row_bytes], a vector being one row
-        data = t.data[row] if t.data.shape[:1] == (t.shape[0],) and t.data.ndim == 2 and t.type in (
-            "F32", "F16", "BF16") else t.data[row : row + 1]
+        data = t.data[row] if t.type in ("F32", "F16", "BF16") else t.data[row : row + 1]
         tensors[view] = reader.RawTensor(view, t.type, (int(t.shape[1]),), data)
         mapping[role] = view
-        done.setdefault((param, row), []).append(f"{name} {list(t.shape)}")
-    for (param, row), names in done.items():
-        if param == "split":
-            notes.append(f"{len(names)} stacked tensors taken apart along their first axis: {', '.join(names)}")
-        elif row < 0:
-            notes.append(f"{len(names)} tensors stored folded read back through {param}, e.g. {names[0]}")
-        else:
-            notes.append(f"row {row} ({param}) of {len(names)} tables taken, e.g. {names[0]}")
+        text = f"row {row} ({param}) of {{n}} tables taken, e.g. {{first}}"
+        done.setdefault(text, []).append(f"{name} {list(t.shape)}")
+    for text, names in done.items():
+        notes.append(text.format(n=len(names), first=names[0], all=", ".join(names)))
     return dataclasses.replace(raw, tensors=tensors), mapping
 
 

@@ -14,6 +14,11 @@ and point ``--site`` at the site-packages that holds kzlab and ggml-python (appe
         --hf /work/cache/full/hf --f32 /work/cache/full/full-f32.gguf --f16 /work/cache/full/full-f16.gguf
 
 Without PyTorch (``--no-torch``) the same script compares the kzlab configurations alone.
+
+``--llamacpp MMPROJ`` puts llama.cpp's own decoder beside them (code2wav, through llama-cpp-python 0.3.36 in a
+worker process: benchmarks/llamacpp_code2wav.py; ``--llamacpp-python`` names an interpreter that has it), and
+adds a kzlab row that decodes that same mmproj file. The peer's time is the one its worker measures around its
+own calls.
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ class Runner:
     label: str
     decode: Callable[[np.ndarray], np.ndarray]
     close: Callable[[], None] = lambda: None
+    #: a decode that times itself (another process): returns (waveform, seconds); its peak RSS is its own
+    timed: Callable[[np.ndarray], tuple[np.ndarray, float]] | None = None
+    own_peak: Callable[[], float] | None = None
     times: dict[str, list[float]] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=dict)
     work: dict[str, float] = field(default_factory=dict)
@@ -111,6 +119,9 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
             ("kzlab f16 file (auto)", args.f16, {"lowering": Lowering(), "backend": "auto"}),
             ("kzlab conv_src1=data (auto)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "auto"}),
         ]
+    if args.llamacpp:
+        rows.append((f"kzlab default ({auto}), llama.cpp's mmproj file", args.llamacpp,
+                     {"lowering": Lowering(), "backend": "auto"}))
     if args.only:
         keep = [s.strip() for s in args.only.split(",")]
         rows = [r for r in rows if any(k in r[0] for k in keep)]
@@ -136,6 +147,15 @@ def build_runners(args: argparse.Namespace) -> list[Runner]:
 
         dec = tr.load_upstream_decoder(Path(args.hf), args.threads)
         runners.append(Runner("upstream PyTorch", lambda c, dec=dec: tr.decode(dec, c)))
+    if args.llamacpp:
+        sys.path.insert(0, str(HERE))
+        from llamacpp_code2wav import Code2Wav
+
+        peer = Code2Wav(args.llamacpp, args.threads, python=args.llamacpp_python or None)
+        runners.append(Runner(
+            "llama.cpp code2wav (0c1e5709, mmproj file; 72-frame windows)", lambda c, p=peer: p.decode(c)[0],
+            peer.close, timed=peer.decode, own_peak=lambda p=peer: p.peak_rss_mb,
+        ))
     for label, path, kw in kzlab_configs(args):
         d = kzlab.load(path, threads=args.threads, **kw)
         runners.append(Runner(label, lambda c, d=d: d.decode(c), d.close))
@@ -146,11 +166,18 @@ def cases(args: argparse.Namespace, seed_codes: np.ndarray) -> dict[str, np.ndar
     out: dict[str, np.ndarray] = {}
     if "seed" in args.cases:
         out[f"seed ({seed_codes.shape[1]} frames)"] = seed_codes
-    if "30s" in args.cases:
+    limits = None
+    if "10s" in args.cases or "30s" in args.cases:
         from kzlab.loader import load_model
 
         hp = load_model(args.f32).hparams
         limits = [hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1)
+    if "10s" in args.cases:
+        rng = np.random.default_rng(10)
+        frames = int(10 * FRAME_RATE_HZ)
+        out[f"10 s ({frames} frames)"] = np.stack([rng.integers(0, lim, frames) for lim in limits]).astype(np.int64)
+    if "30s" in args.cases:
+        assert limits is not None
         rng = np.random.default_rng(0)
         frames = int(30 * FRAME_RATE_HZ)
         out[f"30 s ({frames} frames)"] = np.stack([rng.integers(0, lim, frames) for lim in limits]).astype(np.int64)
@@ -166,7 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reference", default=str(HERE.parent / "tests/data/qwen3-tts-12hz-full/reference.npz"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=5, help="timed runs per configuration and case (median)")
-    p.add_argument("--cases", default="seed,30s", help="comma list: seed, 30s")
+    p.add_argument("--cases", default="seed,30s", help="comma list: seed, 10s, 30s")
+    p.add_argument("--llamacpp", default="", help="an mmproj file: time llama.cpp's code2wav on it too")
+    p.add_argument("--llamacpp-python", default="", help="interpreter with llama-cpp-python (default: this one)")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--alternatives", action="store_true", help="also time the main alternative lowerings")
     p.add_argument("--only", default="", help="comma list of substrings: keep only matching kzlab rows")
@@ -188,11 +217,17 @@ def main(argv: list[str] | None = None) -> None:
 
     for name, codes in all_cases.items():
         for r in runners:  # one untimed run each: graph build and allocation, first-touch of the weights
-            r.out[name] = r.decode(codes)
+            r.out[name] = r.timed(codes)[0] if r.timed else r.decode(codes)
             r.times[name] = []
         gc.collect()
         for i in range(args.runs):
             for r in runners:
+                if r.timed is not None:
+                    _, dt = r.timed(codes)
+                    r.times[name].append(dt)
+                    r.peak[name] = r.own_peak() if r.own_peak else float("nan")
+                    r.work[name] = float("nan")
+                    continue
                 base = rss_mb()
                 with PeakRss() as m:
                     t0 = time.perf_counter()
@@ -207,14 +242,17 @@ def main(argv: list[str] | None = None) -> None:
 
     torch_row = runners[0] if not args.no_torch else None
     naive = next((r for r in runners if "naive" in r.label), None)
+    peer = next((r for r in runners if r.timed is not None), None)
     print()
-    print("| case | configuration | median s | min s | vs PyTorch | vs naive | GF/s | peak RSS MB | +run MB | SNR dB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| case | configuration | median s | min s | vs PyTorch | vs llama.cpp | vs naive | GF/s | peak RSS MB | "
+          "+run MB | SNR dB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in all_cases:
         for r in runners:
             med = statistics.median(r.times[name])
             vs_t = f"{med / statistics.median(torch_row.times[name]):.2f}x" if torch_row else "-"
             vs_n = f"{statistics.median(naive.times[name]) / med:.2f}x faster" if naive and r is not naive else "-"
+            vs_p = f"{med / statistics.median(peer.times[name]):.2f}x" if peer else "-"
             if torch_row and r is not torch_row:
                 snr = f"{snr_db(r.out[name], torch_row.out[name]):.1f}"
             elif torch_row and name.startswith("seed"):
@@ -222,11 +260,13 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 snr = "-"
             print(
-                f"| {name} | {r.label} | {med:.2f} | {min(r.times[name]):.2f} | {vs_t} | {vs_n} | "
+                f"| {name} | {r.label} | {med:.2f} | {min(r.times[name]):.2f} | {vs_t} | {vs_p} | {vs_n} | "
                 f"{flops[name] / med / 1e9:.1f} | {r.peak[name]:.0f} | {r.work[name]:.0f} | {snr} |"
             )
-    print("\n'vs PyTorch' = time / PyTorch time (< 1 is faster); 'vs naive' = naive time / time;")
+    print("\n'vs PyTorch' and 'vs llama.cpp' = time / their time (< 1 is faster); 'vs naive' = naive time / time;")
     print("peak RSS is the whole process (every configuration's weights are loaded); +run = growth during a run.")
+    if args.llamacpp:
+        print("llama.cpp's peak RSS is its worker process's own (nan +run: not sampled).")
     for r in runners:
         r.close()
 

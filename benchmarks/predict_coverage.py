@@ -13,7 +13,8 @@ to the CPU-only wall measured in turns (its runs given, so that their observed s
   measurement, observed on the CPU-only graphs of the run: each profile against its decodes in turns with the
   truth, pooled over the cases, `run_drift`);
 - `calibrated` (--calibrate): its ranges as the prior, calibrated on the measured totals of two other lowerings
-  (same set, at every frame count measured, so that fixed costs and rates can be told apart; each total's noise
+  (`--calibrate-on N`: N others, 7 = every other lowering; same set, at every frame count measured, so that
+  fixed costs and rates can be told apart; each total's noise
   its runs' observed spread, plus the model's discrepancy between configurations estimated by leave-one-out on
   those totals), the case predicted on the posterior draws with that discrepancy.
 
@@ -218,10 +219,11 @@ def predictions(model: Any, case: dict[str, Any], raw: dict[str, Any], draws: in
 
 
 def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, Any], draws: int,
-               loo: bool = True, frame_counts: str = "all") -> dict[str, float]:
-    """Case i predicted on the posterior of a calibration from the measured totals of two other cases (the same
-    backend set and frame count, the next two lowerings): the device's assumed ranges are the prior, the CPU is
-    fixed by its profile scaled to the CPU-only wall measured in turns (the predicted case's with its +-3 %)."""
+               loo: bool = True, frame_counts: str = "all", on: int = 2) -> dict[str, float]:
+    """Case i predicted on the posterior of a calibration from the measured totals of `on` other lowerings (the
+    same backend set, the next `on` lowerings in the list, at every frame count): the device's assumed ranges are
+    the prior, the CPU is fixed by its profile scaled to the CPU-only wall measured in turns (the predicted case's
+    with its +-3 %). The case's own lowering is never among them."""
     import kzlab
     from kzlab.analysis.predict.draws import ParameterSpace, spread
     from kzlab.analysis.predict.inference import infer
@@ -229,10 +231,11 @@ def calibrated(model: Any, cases: list[dict[str, Any]], i: int, raw: dict[str, A
     me = cases[i]
     peers = [c for c in cases if c["set"] == me["set"] and c["frames"] == me["frames"]]
     k = peers.index(me)
-    chosen = [peers[(k + 1) % len(peers)]["label"], peers[(k + 2) % len(peers)]["label"]]
-    # the two other lowerings at every frame count measured: the frame counts tell fixed costs from rates
+    on = min(on, len(peers) - 1)
+    chosen = [peers[(k + d) % len(peers)]["label"] for d in range(1, on + 1)]
+    # the other lowerings at every frame count measured: the frame counts tell fixed costs from rates
     others = [c for c in cases if c["set"] == me["set"] and c["label"] in chosen] if frame_counts == "all" else \
-        [peers[(k + 1) % len(peers)], peers[(k + 2) % len(peers)]]
+        [peers[(k + d) % len(peers)] for d in range(1, on + 1)]
     s = SETS[me["set"]]
     cpu_perf = cpu_perf_of(raw)
     preds = {}
@@ -328,7 +331,9 @@ def main() -> None:
     ap.add_argument("--save", default="", help="keep what was measured in this pickle")
     ap.add_argument("--replay", default="", help="predict from a --save pickle instead of measuring")
     ap.add_argument("--calibrate", action="store_true",
-                    help="also predict each case from a calibration on two other cases' measured totals")
+                    help="also predict each case from a calibration on other lowerings' measured totals")
+    ap.add_argument("--calibrate-on", type=int, default=2,
+                    help="how many other lowerings the calibration reads (each at every frame count; 7 = all)")
     ap.add_argument("--markdown", default="", help="write the tables as markdown here")
     args = ap.parse_args()
     args.frame_counts = [int(f) for f in args.frames.split(",")]
@@ -349,7 +354,7 @@ def main() -> None:
                "bench_wall": case.get("bench_wall_ms"), "load": case.get("loadavg"),
                "splits": pls["assumed"].n_splits, **{m: band(pl.predicted, real) for m, pl in pls.items()}}
         if args.calibrate:
-            c = calibrated(model, raw["cases"], raw["cases"].index(case), raw, args.draws)
+            c = calibrated(model, raw["cases"], raw["cases"].index(case), raw, args.draws, on=args.calibrate_on)
             row["calibrated"] = band_of(c, real)
         unscaled = predictions(model, case, raw, args.draws, baseline=False)
         row |= {f"{m} (profile only)": band(pl.predicted, real) for m, pl in unscaled.items()}
@@ -423,7 +428,8 @@ def main() -> None:
            "the profile's own repeat walls only); bench-ops rows carry the larger of their run's spread and the "
            f"drift between bursts pooled over the run's CPU-only pairs (+-{100 * raw.get('_drift', 0):.0f} %); "
            "`calibrated` scales the CPU part the same way and draws the device's parameters "
-           "from the posterior of a calibration on the measured totals of two other lowerings (same set, every "
+           f"from the posterior of a calibration on the measured totals of {args.calibrate_on} other lowerings "
+           "(the next ones in the list; never the case's own; same set, every "
            "frame count measured: the frame counts tell fixed costs from rates; each total's noise its runs' "
            "spread, or 3 % when they were not kept, with the model's discrepancy estimated by leave-one-out on "
            "those totals; their CPU parts fixed at their own scale) and "

@@ -170,8 +170,12 @@ def load_model(
     values = {**lm.hparams, **(overrides or {})}
     if lm.transforms:
         raw, mapping = _transformed(raw, lm, mapping, values, layout_family(lm), notes)
+    if not lm.read_metadata:
+        notes.append(f"the file's metadata describes its other parts; the decoder's hyperparameters are not read "
+                     f"from it (layout {lm.name})")
     return model_from_mapping(
-        raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks, family=layout_family(lm)
+        raw, lm.name, mapping, notes, check_finite, overrides=values, quirks=lm.quirks, family=layout_family(lm),
+        read_metadata=lm.read_metadata, map_given=frozenset(set(lm.hparams) - set(overrides or {})),
     )
 
 
@@ -357,11 +361,15 @@ def model_from_mapping(
     overrides: dict[str, Any] | None = None,
     quirks: dict[str, str] | None = None,
     family: str | None = None,
+    read_metadata: bool = True,
+    map_given: frozenset[str] = frozenset(),
 ) -> Model:
     """The Model of `raw` under `mapping` (role -> tensor name) for a decoder `family` (kzlab.arch; default the
     first registered); `quirks`: metadata the layout is known to write wrong (said once in the notes instead of
-    a warning)."""
+    a warning); `read_metadata=False`: the file's metadata is another part's, not read for the hyperparameters;
+    `map_given`: the names in `overrides` that the layout map gave (the rest the user gave), for the notes."""
     src = str(raw.path)
+    meta = raw.metadata if read_metadata else {}
     arch: Arch = get_arch(family or family_names()[0])
     shapes: dict[str, tuple[int, ...]] = {}
     hint = _kind_hint(arch.name)
@@ -369,7 +377,7 @@ def model_from_mapping(
         kind = "linear" if role.endswith(hint) else None
         shapes[role] = _normalise(role, kind, raw.tensors[name])
     try:
-        hp = arch.hparams_from(shapes, raw.metadata, src, quirks=quirks, notes=notes)
+        hp = arch.hparams_from(shapes, meta, src, quirks=quirks, notes=notes)
     except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
         # a tensor with too few axes or a metadata value of the wrong kind: name it instead of a traceback
         raise InvalidModelError(f"{src}: tensor shapes or metadata do not describe a decoder: {e}") from None
@@ -382,8 +390,14 @@ def model_from_mapping(
         given = {k: getattr(hp, k) for k in overrides}
         # a note that a value was missing from the file is replaced by the value given for it
         notes[:] = [n for n in notes if not any(n.startswith(f"no {k} in the metadata") for k in given)]
-        notes.append(f"hyperparameters given, not read from the file: {describe(given)}")
-    arch.check(hp, raw.metadata, set(mapping), src)
+        by_map = {k: v for k, v in given.items() if k in map_given}
+        by_user = {k: v for k, v in given.items() if k not in map_given}
+        if by_user:
+            notes.append(f"hyperparameters given, not read from the file: {describe(by_user)}")
+        if by_map:
+            notes.append(f"hyperparameters given by the layout map {layout_name}, not read from the file: "
+                         f"{describe(by_map)}")
+    arch.check(hp, meta, set(mapping), src)
     roles = {r.name: r for r in arch.roles(hp)}
     extra = sorted(set(mapping) - set(roles))
     if extra:

@@ -40,7 +40,9 @@ built-in map whose rules and ignores follow the map's own), `prefix` (only names
 the prefix dropped), `names_from` + `mangled` (stored names matching `mangled`, whose one group is an index,
 are that entry of the metadata string array `names_from`), `config_from` + `config_file` (hyperparameters
 from a config.json embedded as `config_from`.names / .offsets / .data), e.g. audio.cpp's
-`audiocpp_qwen3tts.toml`.
+`audiocpp_qwen3tts.toml`. `metadata = false` says the file's metadata belongs to its other parts (llama.cpp's
+mmproj: the `clip.*` keys describe the speaker encoder and the code predictor): the decoder's hyperparameters
+then come from the shapes, the map's `[hparams]` and the user, never from a key that only looks like one.
 
 Codebooks given with `vq.*.usage` tensors are divided by the usage at load (clamped at 1e-5, as
 upstream); without them they are taken as already divided. The built-in dialects are maps like this one
@@ -92,6 +94,10 @@ class LayoutMap:
     prefix: str = ""
     config_from: str = ""
     config_file: str = ""
+    #: False where the file's metadata describes its other parts, not the decoder (llama.cpp's mmproj: the
+    #: clip.* keys are the speaker encoder's and the code predictor's): hyperparameters then come from the
+    #: shapes, the map's [hparams] and the user only
+    read_metadata: bool = True
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "") -> LayoutMap:
@@ -170,7 +176,11 @@ class LayoutMap:
 
             if family not in family_names():
                 raise LayoutError(f"layout map {source}: unknown family {family!r} ({', '.join(family_names())})")
+        read_metadata = head.get("metadata", True)
+        if not isinstance(read_metadata, bool):
+            raise LayoutError(f"layout map {source}: metadata must be true or false")
         return cls(
+            read_metadata=read_metadata,
             family=family,
             transforms=transforms,
             names_from=str(head.get("names_from", "")),

@@ -1,0 +1,139 @@
+"""llama.cpp's own Qwen3-TTS decoder (code2wav in tools/mtmd/models/qwen3tts-gen.cpp), driven from Python.
+
+llama-cpp-python 0.3.36 binds mtmd's generation API: `mtmd_init_from_file` on the mmproj file (a NULL text
+model is enough for GEN_WAV, mtmd.cpp:537) and `mtmd_gen_audio_process` with `MTMD_GEN_PROCESS_TYPE_GEN_WAV`.
+That runtime decodes in windows of 72 frames (clip.cpp:5333; `wav_tfm_swa`, clip.cpp:1882): a shorter call is
+padded with code 0 and its tail trimmed (clip.cpp:5885), and the state it hands back after each call is passed
+to the next, as llama.cpp's own helper does (mtmd-helper-gen.cpp:400-418). So a clip of T frames is fed in
+ceil(T / 72) calls of 72 frames, the last one short; every call computes a whole window.
+
+llama.cpp's libraries carry their own ggml, which must not meet ggml-python's in one process, so the decoder
+runs in a worker process (`python llamacpp_code2wav.py --serve MMPROJ`); it times each decode itself, so the
+time it reports holds no inter-process traffic. `Code2Wav` is the client the benchmarks use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+WINDOW_FRAMES = 72  # clip.cpp:1882 (wav_tfm_swa); at most this many frames a call (clip.cpp:5333)
+
+
+def serve(mmproj: str, threads: int) -> None:
+    """Worker: load the mmproj file once, then answer one JSON line per decode on stdin."""
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp import mtmd_cpp as M
+
+    llama_cpp.llama_backend_init()
+    params = M.mtmd_context_params_default()
+    params.use_gpu = False
+    params.print_timings = False
+    params.n_threads = threads
+    params.warmup = False
+    ctx = M.mtmd_init_from_file(mmproj.encode(), None, params)
+    if not ctx:
+        print(json.dumps({"error": f"mtmd_init_from_file failed for {mmproj}"}), flush=True)
+        return
+    info = M.mtmd_gen_audio_get_info(ctx)
+    print(json.dumps({"ready": True, "sample_rate": int(info.sample_rate)}), flush=True)
+
+    for line in sys.stdin:
+        req = json.loads(line)
+        codes = np.load(req["codes"])  # [groups, frames], group-major as kzlab and PyTorch take them
+        groups, frames = codes.shape
+        frame_major = np.ascontiguousarray(codes.T.astype(np.int32))  # frame * groups + group
+        t0 = time.perf_counter()
+        pieces: list[np.ndarray] = []
+        state = b""
+        for start in range(0, frames, WINDOW_FRAMES):
+            chunk = np.ascontiguousarray(frame_major[start:start + WINDOW_FRAMES].reshape(-1))
+            inp = M.mtmd_gen_inp_default(ctx)
+            inp.type = M.MTMD_GEN_PROCESS_TYPE_GEN_WAV
+            inp.codes = chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            inp.n_codes = chunk.size
+            keep = ctypes.create_string_buffer(state, len(state)) if state else None
+            inp.state_data = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char)) if keep is not None else None
+            inp.state_size = len(state)
+            out = M.mtmd_gen_out()
+            rc = M.mtmd_gen_audio_process(ctx, ctypes.byref(inp), ctypes.byref(out))
+            if rc != 0:
+                print(json.dumps({"error": f"mtmd_gen_audio_process returned {rc}"}), flush=True)
+                break
+            pieces.append(np.ctypeslib.as_array(out.audio, shape=(out.n_samples,)).copy())
+            state = ctypes.string_at(out.state_data, out.state_size)
+        else:
+            dt = time.perf_counter() - t0
+            np.save(req["out"], np.concatenate(pieces).astype(np.float32))
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB -> MB
+            print(json.dumps({"seconds": dt, "calls": len(pieces), "peak_rss_mb": peak}), flush=True)
+    M.mtmd_free(ctx)
+
+
+class Code2Wav:
+    """Client: a worker process holding llama.cpp's decoder; `decode(codes)` returns (waveform, seconds)."""
+
+    def __init__(self, mmproj: str | Path, threads: int, python: str | None = None):
+        self.tmp = tempfile.TemporaryDirectory(prefix="kzlab-code2wav-")
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KZLAB_SITE")}
+        self.proc = subprocess.Popen(
+            [python or sys.executable, __file__, "--serve", str(mmproj), "--threads", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        )
+        hello = self._reply()
+        self.sample_rate = int(hello["sample_rate"])
+        self.peak_rss_mb = 0.0
+        self.calls = 0
+
+    def _reply(self) -> dict:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"llama.cpp worker exited (rc {self.proc.poll()})")
+            if line.startswith("{"):
+                msg = json.loads(line)
+                if "error" in msg:
+                    raise RuntimeError(f"llama.cpp worker: {msg['error']}")
+                return msg
+
+    def decode(self, codes: np.ndarray) -> tuple[np.ndarray, float]:
+        assert self.proc.stdin is not None
+        src, dst = Path(self.tmp.name) / "codes.npy", Path(self.tmp.name) / "wav.npy"
+        np.save(src, np.asarray(codes, dtype=np.int64))
+        self.proc.stdin.write(json.dumps({"codes": str(src), "out": str(dst)}) + "\n")
+        self.proc.stdin.flush()
+        msg = self._reply()
+        self.peak_rss_mb = max(self.peak_rss_mb, float(msg["peak_rss_mb"]))
+        self.calls = int(msg["calls"])
+        return np.load(dst), float(msg["seconds"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.tmp.cleanup()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--serve", required=True, help="the mmproj file")
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    serve(a.serve, a.threads)

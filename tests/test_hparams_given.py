@@ -91,6 +91,8 @@ def test_a_run_record_and_a_layout_map_carry_the_given_value(tmp_path):
     lm.write_text(text)
     m = kzlab.load_model(WT, layout=lm)
     assert m.hparams.group_norm_groups == 16 and m.hparams_given == {"group_norm_groups": 16}
+    assert any("given by the layout map" in n and "group_norm_groups=16" in n for n in m.notes), m.notes
+    assert not any(n.startswith("hyperparameters given, not read") for n in m.notes), m.notes  # not the user
 
 
 @settings(max_examples=60, deadline=None)

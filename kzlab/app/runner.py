@@ -274,10 +274,8 @@ def execute(
         low = spec.lowering_obj()
         # the file is read once: the decode, the profile and the placement all take this Model
         model = load_model(path, hparams=dict(spec.hparams) or None)
-        if model.hparams_given:
-            from kzlab.formats.given import describe
-
-            rec.notes.append(f"hyperparameters given, not read from the file: {describe(model.hparams_given)}")
+        if model.hparams_given:  # the loader's notes say who gave them: the user, or the layout map
+            rec.notes += [n for n in model.notes if n.startswith("hyperparameters given")]
         dec = Decoder(model, low, spec.backend_spec())
         hp = model.hparams
         rec.family, rec.family_label = dec.arch.name, dec.arch.label

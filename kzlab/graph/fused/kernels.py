@@ -29,9 +29,16 @@ UNIT_TILE_BYTES = 1 << 19
 UNIT_MIN_ROWS, UNIT_MAX_ROWS = 256, 4096
 
 
+def tile_rows(budget_bytes: int, row_values: int, lo: int, hi: int | None = None) -> int:
+    """Rows per tile of a fused kernel: as many F32 rows of `row_values` values as `budget_bytes` holds, within
+    [lo, hi] (no upper bound when `hi` is None)."""
+    n = max(lo, budget_bytes // (4 * row_values))
+    return int(n if hi is None else min(hi, n))
+
+
 def unit_tile_rows(C: int) -> int:
     """Frames per tile of the fused residual unit for C channels."""
-    return int(min(UNIT_MAX_ROWS, max(UNIT_MIN_ROWS, UNIT_TILE_BYTES // (4 * C))))
+    return tile_rows(UNIT_TILE_BYTES, C, UNIT_MIN_ROWS, UNIT_MAX_ROWS)
 
 
 def snake_rows(
@@ -93,7 +100,7 @@ CONVT_MIN_ROWS = 256
 
 def convt_tile_rows(k: int, c_out: int) -> int:
     """Input frames per tile of the fused transposed conv."""
-    return int(max(CONVT_MIN_ROWS, CONVT_TILE_BYTES // (4 * k * c_out)))
+    return tile_rows(CONVT_TILE_BYTES, k * c_out, CONVT_MIN_ROWS)
 
 
 def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, a: int, b: int, tile: int) -> None:
@@ -166,7 +173,7 @@ DWMLP_MIN_ROWS, DWMLP_MAX_ROWS = 16, 512
 
 def dwmlp_tile_rows(hidden: int) -> int:
     """Frames per tile of the fused ConvNeXt block for a hidden width of `hidden` channels."""
-    return int(min(DWMLP_MAX_ROWS, max(DWMLP_MIN_ROWS, DWMLP_TILE_BYTES // (4 * hidden))))
+    return tile_rows(DWMLP_TILE_BYTES, hidden, DWMLP_MIN_ROWS, DWMLP_MAX_ROWS)
 
 
 def dwmlp_rows(

@@ -16,7 +16,6 @@ its converter from the full-size random checkpoint) against ``--full-reference``
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -31,35 +30,26 @@ BOUNDS = {"F32": 70.0, "F16": 40.0, "BF16": 40.0, "Q8_0": 25.0}
 RANK = ["Q8_0", "BF16", "F16", "F32"]  # lowest first
 
 
-def held(model) -> str:
-    """The lowest type among the file's matrices (2-D and up), which decides its bound."""
+def matrix_types(model) -> list[str]:
+    """The types of the file's matrices (2-D and up), lowest first: the first decides its bound."""
     types = {w.type for w in model.weights.values() if len(w.shape) >= 2}
-    return next(t for t in RANK if t in types)
-
-
-def bf16_round(x: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32)
+    return [t for t in RANK if t in types]
 
 
 def bf16_floor(f32_path: Path, bf16_path: Path, ref: dict, hparams: dict | None) -> float:
     """SNR of the BF16 file's own values decoded in F32 arithmetic (the F32 file's weights rounded as it is)."""
+    from helpers import bf16_values_in_f32  # tests/helpers.py, on the path from rows()
+
     import kzlab
     from kzlab.audio import snr_db
     from kzlab.graph.options import Lowering
-    from kzlab.model.model import Weight
     from kzlab.runtime.backends import BackendSpec
     from kzlab.runtime.decoder import Decoder
 
-    f32 = kzlab.load_model(f32_path, hparams=hparams)
-    bf16 = kzlab.load_model(bf16_path, hparams=hparams)
-    w = dict(f32.weights)
-    for role, b in bf16.weights.items():
-        if b.type == "BF16":
-            w[role] = Weight(role, b.source, "F32", b.shape, bf16_round(f32.weights[role].f32()))
+    f32, bf16 = (kzlab.load_model(p, hparams=hparams) for p in (f32_path, bf16_path))
+    model = bf16_values_in_f32(f32, bf16)
     spec = BackendSpec.from_kw(None, backend="auto", threads=2)
-    with Decoder(dataclasses.replace(f32, weights=w), Lowering(), spec, None) as d:
+    with Decoder(model, Lowering(), spec, None) as d:
         return snr_db(d.decode(ref["codes"]), ref["wav"])
 
 
@@ -189,6 +179,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import kzlab
     from kzlab.audio import snr_db
+    from kzlab.graph.options import Lowering
+    from kzlab.runtime.backends import BackendSpec
+    from kzlab.runtime.decoder import Decoder
 
     print("| family | producer | file | types of its matrices | kzlab options | bound dB | wav SNR dB | met |")
     print("|---|---|---|---|---|---:|---:|---|")
@@ -196,19 +189,18 @@ def main(argv: list[str] | None = None) -> None:
         for family, producer, path, refp, hp, opts in rows(args, Path(tmp)):
             ref = dict(np.load(refp))
             m = kzlab.load_model(path, hparams=hp)
-            types = held(m)
-            with kzlab.load(path, hparams=hp, threads=2, **opts) as d:
+            types = matrix_types(m)
+            spec = BackendSpec.from_kw(None, backend="auto", threads=2)
+            with Decoder(m, Lowering().replace(**opts), spec, None) as d:  # the Model read once
                 snr = snr_db(d.decode(ref["codes"]), ref["wav"])
-            bound = BOUNDS[types]
+            bound = BOUNDS[types[0]]
             extra = ""
-            if types == "BF16":
+            if types[0] == "BF16":
                 f32 = Path(str(path).replace("bf16", "f32"))
                 floor = bf16_floor(f32, Path(path), ref, hp)
                 extra = f" (its values in F32 arithmetic: {floor:.1f})"
             given = ", ".join(f"{k}={v}" for k, v in {**(hp or {}), **opts}.items()) or "default"
-            mix = "/".join(
-                t for t in reversed(RANK) if any(w.type == t for w in m.weights.values() if len(w.shape) >= 2)
-            )
+            mix = "/".join(reversed(types))
             print(
                 f"| {family} | {producer} | `{Path(path).name}` | {mix} | {given} | {bound:.0f} | {snr:.1f}{extra} | "
                 f"{'yes' if snr >= bound else 'no'} |",

@@ -105,3 +105,20 @@ def write_qwen3tts_cpp(hf_dir: Path, out: Path, outtype: str, usage: bool) -> Pa
     w.write_tensors_to_file()
     w.close()
     return out
+
+
+def bf16_values_in_f32(f32, bf16):
+    """The F32 file's Model with each weight the BF16 file holds as BF16 replaced by the F32 value rounded to BF16
+    as the converter rounds (to nearest, ties to even: kzlab.graph.prepared.encode) and widened back to F32: the
+    BF16 file's own values, to be decoded in F32 arithmetic (the floor those values set)."""
+    import dataclasses
+
+    from kzlab.graph.prepared import encode
+    from kzlab.model.model import Weight, to_f32
+
+    weights = dict(f32.weights)
+    for role, w in bf16.weights.items():
+        if w.type == "BF16":
+            v = to_f32("BF16", encode(f32.weights[role].f32(), "BF16"), w.shape)
+            weights[role] = Weight(role, w.source, "F32", w.shape, v)
+    return dataclasses.replace(f32, weights=weights)

@@ -127,34 +127,24 @@ def test_a_map_whose_metadata_key_is_not_a_boolean_is_refused():
         LayoutMap.from_dict({"layout": {"name": "x", "metadata": "no"}, "tensors": {"a": "b"}}, source="x.toml")
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to bfloat16 (to nearest, ties to even), as float32."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32)
-
-
 def test_the_bf16_file_meets_the_floor_its_own_values_set():
-    import dataclasses
+    from helpers import bf16_values_in_f32
 
     from kzlab.audio import snr_db
     from kzlab.graph.options import Lowering
-    from kzlab.model.model import Weight
     from kzlab.runtime.backends import BackendSpec
     from kzlab.runtime.decoder import Decoder
 
     ref = dict(np.load(REF))
     f32 = kzlab.load_model(DIR / "mmproj-qwen3tts-tiny-f32.gguf", hparams=HEADS)
     bf16 = kzlab.load_model(DIR / "mmproj-qwen3tts-tiny-bf16.gguf", hparams=HEADS)
-    rounded = dict(f32.weights)
+    rounded = bf16_values_in_f32(f32, bf16)
     for role, w in bf16.weights.items():
         if w.type == "BF16":  # the file's values are the F32 file's rounded to nearest even: the floor is exact
-            v = _bf16(f32.weights[role].f32())
-            np.testing.assert_array_equal(v, w.f32())
-            rounded[role] = Weight(role, w.source, "F32", w.shape, v)
+            np.testing.assert_array_equal(rounded.weights[role].data, w.f32())
     assert sum(w.type == "BF16" for w in bf16.weights.values()) >= 30
     spec = BackendSpec.from_kw(None, backend="cpu", threads=2, sched=False)
-    with Decoder(dataclasses.replace(f32, weights=rounded), Lowering(), spec, None) as d:
+    with Decoder(rounded, Lowering(), spec, None) as d:
         floor = snr_db(d.decode(ref["codes"]), ref["wav"])
     with kzlab.load(DIR / "mmproj-qwen3tts-tiny-bf16.gguf", hparams=HEADS, wtype="f32", backend="cpu", threads=2,
                     sched=False) as d:

@@ -122,6 +122,26 @@ def test_snake_convt_tiles_match_the_plain_transposed_conv(stride, tile):
     fused.convt_rows(x, y, p, stride, 0, 9, tile)
     fused.convt_rows(np.ascontiguousarray(x.T).T, y, p, stride, 9, T, tile)
     assert np.abs(y - want).max() < 1e-4
+    # split by output channels instead (a large weight): each range of channels over every frame
+    y = np.full((T * stride, c_out), np.nan, np.float32)
+    fused.convt_channel_rows(x, y, p, stride, 0, 2, tile)
+    fused.convt_channel_rows(np.ascontiguousarray(x.T).T, y, p, stride, 2, c_out, tile)
+    assert np.abs(y - want).max() < 1e-4
+
+
+@pytest.mark.parametrize("T,tile", [(4960, 341), (992, 256), (7, 256), (59520, 1365), (3, 1)])
+@pytest.mark.parametrize("nth", [1, 2, 3, 16])
+def test_threads_share_the_frames_evenly_in_tiles_of_at_most_tile(T, tile, nth):
+    """Every frame once, each thread's count within one of the others', tiles never taller than asked."""
+    got: list[tuple[int, int, int]] = []
+    for ith in range(nth):
+        fused.nodes._share(ith, nth, T, tile, lambda a, b, n: got.append((a, b, n)))
+    assert [a for a, _, _ in got] == sorted(a for a, _, _ in got)
+    assert got[0][0] == 0 and got[-1][1] == T
+    assert all(got[i][1] == got[i + 1][0] for i in range(len(got) - 1))
+    counts = [b - a for a, b, _ in got]
+    assert max(counts) - min(counts) <= 1 and len(got) == min(nth, T)
+    assert all(1 <= n <= tile and -(-(b - a) // n) == -(-(b - a) // tile) for a, b, n in got)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "blas", ["blas", "cpu"]], ids=["cpu", "blas", "sched-blas-cpu"])
@@ -133,6 +153,27 @@ def test_fused_units_decode_like_upstream(tiny, codes, ref, backend, threads):
             assert s.lowering.resunit == "fused" and s.lowering.convt == ("fused" if low == Lowering() else "direct")
             wav = s.run(FRAMES, {"codes": codes})["wav"][0]
         assert snr_db(wav, ref["wav"][:SAMPLES]) >= 70, low.label()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_channel_split_transposed_conv_decodes_like_the_frame_split(tiny, codes, ref, threads, monkeypatch):
+    """The tiny file's block weights are small, so the channel split (taken above 32 MB) is forced here."""
+    with Session(tiny, Lowering(), backend="cpu", threads=threads) as s:
+        assert s.lowering.convt == "fused"
+        frames_split = s.run(FRAMES, {"codes": codes})["wav"][0]
+        monkeypatch.setattr(fused.nodes, "CONVT_SPLIT_CHANNELS_BYTES", 0)
+        calls = []
+
+        def recorded(*a):
+            calls.append(a[4:6])
+            fused.convt_channel_rows(*a)
+
+        monkeypatch.setattr(fused.nodes, "convt_channel_rows", recorded)
+        channels_split = s.run(FRAMES, {"codes": codes})["wav"][0]
+    assert calls and all(c0 < c1 for c0, c1 in calls)
+    assert snr_db(channels_split, ref["wav"][:SAMPLES]) >= 70
+    # the same products, summed in the same order: only sgemm's blocking of other row counts may differ
+    assert snr_db(channels_split, frames_split) >= 100
 
 
 def test_fused_units_refused_on_rpc_and_auto_uses_ops(tiny):

@@ -26,10 +26,6 @@ SNAKE_EPS = 1e-9
 #: roles no fused node reads (a family whose fused nodes read some names them: `Arch.fused_roles`)
 NEVER = re.compile(r"(?!)")
 NO_FUSED_ROLES = {"resunit_conv": NEVER, "block_convt": NEVER, "mlp_linear": NEVER}
-#: the largest F32 weight a fused transposed conv takes: each ggml thread runs its own product over its frames
-#: and so streams the whole weight; the first block's (75 MB at full size, 124 frames) is faster as col2im,
-#: whose one BLAS product splits the weight between the threads
-FUSED_CONVT_MAX_BYTES = 32 << 20
 
 
 @dataclass
@@ -203,8 +199,7 @@ def _prepare_conv(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prep
 
 def _prepare_convt(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:
     cin, cout, k = w.shape
-    fits = 4 * cin * cout * k <= FUSED_CONVT_MAX_BYTES
-    if low.fused_convt and fam.fused_roles["block_convt"].search(role) and fits:
+    if low.fused_convt and fam.fused_roles["block_convt"].search(role):
         # the fused node's product reads numpy [C_in, K, C_out] F32: ne [C_out, K, C_in]
         p = _matrix(role, w, lambda a: a.transpose(0, 2, 1), (cout, k, cin), "F32", False)
         p.layout = "snake-convt"

@@ -341,7 +341,8 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
         run(f"decoder.{blk}", lambda x, blk=blk: decoder_block(b, hp, x, blk))
     run(
         f"decoder.{nb + 1}",
-        lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7, hp.out_channels)),
+        # the memory order the waveform conv (one output channel) reads
+        lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7, 1)),
     )
     run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
     b.stage = f"decoder.{nb + 2}"

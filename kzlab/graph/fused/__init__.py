@@ -17,8 +17,10 @@ is an IM2COL that writes 7 copies of its input (ggml's F32 im2col moves about 2 
 and four more passes over tensors of 6-23 MB, i.e. mostly memory traffic. The fused node works on tiles of a
 few hundred frames that stay in cache: snake, the conv as K shifted products accumulated in place (no im2col),
 snake, the 1x1 product, bias and residual, then the tile is written once. The products are numpy's BLAS
-(sgemm), each ggml thread taking its own range of tiles, so numpy's BLAS is held to one thread in ggml's
-threads (`after_compute` gives the user's setting back).
+(sgemm), each ggml thread taking an even share of the frames in tiles, so numpy's BLAS is held to one thread in
+ggml's threads (`after_compute` gives the user's setting back). The transposed conv splits its output channels
+instead where its weight is large (the first block's, 75 MB at full size over 124 frames): split by frames, each
+thread would stream the whole weight.
 
 The scheduler, the profiler and the placement simulator see real nodes with real inputs. They run on ggml's
 CPU backend only: a device backend (RPC, GPU, Hexagon) cannot call back into this process, which is why
@@ -43,6 +45,7 @@ from kzlab.graph.fused.kernels import (
     UNIT_MAX_ROWS,
     UNIT_MIN_ROWS,
     UNIT_TILE_BYTES,
+    convt_channel_rows,
     convt_rows,
     convt_tile_rows,
     unit_rows,
@@ -69,6 +72,7 @@ __all__ = [
     "UNIT_TILE_BYTES",
     "VECTOR_ROWS",
     "after_compute",
+    "convt_channel_rows",
     "convt_rows",
     "convt_tile_rows",
     "raise_pending",

@@ -131,6 +131,44 @@ def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: i
         y3 += p["bias"]
 
 
+#: above this many bytes of F32 weight the fused transposed conv splits its output channels between the threads
+#: instead of its frames: split by frames, every thread streams the whole weight through its cache, and the first
+#: block's (75 MB at full size, 124 frames) then took longer than one BLAS product over both cores
+CONVT_SPLIT_CHANNELS_BYTES = 32 << 20
+
+
+def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, c0: int, c1: int,
+                       tile: int) -> None:
+    """Output channels [c0, c1) of SnakeBeta + causal ConvTranspose1d over every frame (`convt_rows`'s arithmetic
+    split the other way): per tap pair j, j + stride one product each over this thread's columns of W, so each
+    thread streams only its share of the weight; the SnakeBeta of the input is computed by every thread."""
+    W = p["weight"]  # [C_in, K, C_out]
+    c_in, k, c_out = W.shape
+    r, T = stride, x.shape[0]
+    S = np.empty((tile + 1, c_in), np.float32)
+    S_tmp = np.empty_like(S)
+    A = np.empty((tile, c1 - c0), np.float32)
+    B = np.empty_like(A)
+    y4 = y.reshape(T, r, c_out)
+    bias = p["bias"][c0:c1]
+    for s in range(0, T, tile):
+        e = min(T, s + tile)
+        s0 = max(0, s - 1)
+        n, m = e - s0, e - s
+        snake_rows(x[s0:e], S[:n], p["alpha"], p["beta"], S_tmp[:n])
+        for j in range(r):
+            a = A[:m]
+            np.matmul(S[n - m : n], W[:, j, c0:c1], out=a)  # frame t's own contribution
+            if s0 < s:  # frame t - 1's, the one before the tile included
+                np.matmul(S[:m], W[:, j + r, c0:c1], out=B[:m])
+                a += B[:m]
+            elif m > 1:  # the first frame of the signal: nothing before it
+                np.matmul(S[: m - 1], W[:, j + r, c0:c1], out=B[1:m])
+                a[1:] += B[1:m]
+            a += bias
+            y4[s:e, j, c0:c1] = a
+
+
 # ---- the ConvNeXt block ------------------------------------------------------------------------------------
 #: erf by Abramowitz & Stegun 7.1.26: erf(z) = 1 - (a1 s + ... + a5 s^5) exp(-z^2), s = 1 / (1 + p z), z >= 0,
 #: absolute error at most 1.5e-7 (about one float32 ulp of 1), so the exact GELU stays exact to float32. Here z =

@@ -16,6 +16,8 @@ from ggml import ggml as g
 from kzlab.errors import BackendError
 from kzlab.graph.fused.kernels import (
     BLOCK,
+    CONVT_SPLIT_CHANNELS_BYTES,
+    convt_channel_rows,
     convt_rows,
     convt_tile_rows,
     dwmlp_rows,
@@ -117,13 +119,16 @@ def _rows_view(d, flags: int) -> tuple[np.ndarray, int, int]:
 
 
 def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
-    """This thread's share of whole tiles of [0, T), handed to `rows(start, end)` with numpy's BLAS on one
-    thread (each ggml thread runs its own products)."""
-    n_tiles = -(-T // tile)
-    a, b = n_tiles * ith // nth, n_tiles * (ith + 1) // nth
+    """This thread's even share of the frames [0, T), handed to `rows(start, end, tile)` in tiles of at most
+    `tile` frames, evened out, with numpy's BLAS on one thread (each ggml thread runs its own products).
+
+    The frames are split first and tiled second: split as whole tiles, one thread could get a tile more than the
+    other (8 against 7 tiles of 341 frames at 4960 frames), and the node takes as long as its slowest thread."""
+    a, b = T * ith // nth, T * (ith + 1) // nth
     if a < b:
+        n_tiles = -(-(b - a) // tile)
         blas_one_thread()
-        rows(a * tile, min(T, b * tile))
+        rows(a, b, -(-(b - a) // n_tiles))
 
 
 def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
@@ -137,7 +142,7 @@ def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
         names = UNIT_SOURCES[1:]
         p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
         tile = unit_tile_rows(C)
-        _share(ith, nth, T, tile, lambda a, b: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, tile))
+        _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)
@@ -173,7 +178,13 @@ def _convt_kernel(dst, ith: int, nth: int, userdata) -> None:
         shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
         p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
         tile = convt_tile_rows(k, c_out)
-        _share(ith, nth, T, tile, lambda a, b: convt_rows(x, y, p, stride, a, b, tile))
+        if 4 * C * k * c_out > CONVT_SPLIT_CHANNELS_BYTES:
+            c0, c1 = c_out * ith // nth, c_out * (ith + 1) // nth
+            if c0 < c1:
+                blas_one_thread()
+                convt_channel_rows(x, y, p, stride, c0, c1, min(tile, T))
+        else:
+            _share(ith, nth, T, tile, lambda a, b, n: convt_rows(x, y, p, stride, a, b, n))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)

@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 # OpenBLAS, else none; KZLAB_BLAS=mkl|openblas|none asks for one (and fails when it cannot be had)
 KZLAB_BLAS  ?= auto
 MKL_VERSION ?= 2026.2.1
-STAMP  := $(VENV)/.ggml-$(shell echo "$(KZLAB_BLAS) $(MKL_VERSION) rpc native" | md5sum | cut -c1-8)
+STAMP  := $(VENV)/.ggml-$(shell echo "$(KZLAB_BLAS) $(MKL_VERSION) rpc native libmvec" | md5sum | cut -c1-8)
 
 .PHONY: venv test demo lint fuzz bench notebooks wheel-check clean
 

@@ -1,5 +1,6 @@
-"""Which BLAS for ggml's BLAS backend: the same decodes through ggml-python builds that differ only in their BLAS,
-side by side in one run.
+"""Which BLAS for ggml's BLAS backend, and which libm for ggml's CPU backend: the same decodes through ggml-python
+builds that differ only in their BLAS, or only in how ggml-cpu calls libm (`.ci/build-ggml` vectorises those calls
+through glibc's libmvec where it can), side by side in one run.
 
 Each build is a venv into which `.ci/build-ggml VENV mkl|openblas|none` installed ggml-python (the Makefile's own
 build script), e.g.::
@@ -12,9 +13,9 @@ Every build runs in its own worker process (this interpreter, with the build's s
 that only ggml differs); the workers load once and decode in turns (A, B, C, A, B, C, ...), one at a time with a
 pause between runs (an idle BLAS pool spins for a while after a call and would take the next worker's cores), so
 that ratios come from runs interleaved in time. A build without a BLAS backend runs ggml's own CPU products
-(llamafile sgemm where the build has it). Each worker reports the BLAS library its ggml really calls
-(kzlab.environment), which is what the table names. The table shows the median time per case and build and, as a
-ratio, the median over turns of each build's time over the first build's in the same turn.
+(llamafile sgemm where the build has it). Each worker reports the BLAS library its ggml really calls and how its
+ggml-cpu calls libm (kzlab.environment), which is what the table names. The table shows the median time per case and
+build and, as a ratio, the median over turns of each build's time over the first build's in the same turn.
 
 Cases: the Qwen3-TTS seed case (31 frames) in the default (fast) and portable modes, and WavTokenizer at 750
 frames in both modes; `--case` picks some.
@@ -39,14 +40,15 @@ WORKER = r"""
 import json, sys, time
 import numpy as np
 import kzlab
-from kzlab.environment import blas_label
+from kzlab.environment import blas_label, ggml_cpu_libm
 cases = json.loads(sys.argv[1])
 decs, codes = {}, {}
 for name, c in cases.items():
     decs[name] = kzlab.load(c["path"], threads=c["threads"], **c["kw"])
     codes[name] = kzlab.random_codes(decs[name].hparams, c["frames"], seed=0)
     decs[name].decode(codes[name])  # warm-up: graphs built, buffers allocated
-print(json.dumps({"blas": blas_label(), "decoders": {n: repr(d) for n, d in decs.items()}}), flush=True)
+said = {"blas": blas_label(), "libm": ggml_cpu_libm(), "decoders": {n: repr(d) for n, d in decs.items()}}
+print(json.dumps(said), flush=True)
 for line in sys.stdin:
     name = line.strip()
     if not name:
@@ -109,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         line = p.stdout.readline()
         if not line:
             raise SystemExit(f"build {name}: its worker failed to start")
-        blas[name] = json.loads(line)["blas"]
+        said = json.loads(line)
+        blas[name] = f"{said['blas']}, libm {said['libm']}"
         workers[name] = p
-        print(f"{name}: BLAS backend {blas[name]}", flush=True)
+        print(f"{name}: BLAS backend {said['blas']}; ggml-cpu libm: {said['libm']}", flush=True)
     times: dict[tuple[str, str], list[float]] = {(b, c): [] for b in builds for c in todo}
     for turn in range(args.turns):
         for c in todo:

@@ -100,15 +100,18 @@ def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
 
 def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, file, load kwargs) of the kzlab rows: the default, the naive graph, and the alternatives."""
-    from kzlab.environment import blas_label
+    from kzlab.environment import blas_label, ggml_cpu_libm
     from kzlab.graph.options import NAIVE, Lowering
     from kzlab.runtime.backends import available_backends
 
     auto = f"auto: blas+cpu, BLAS {blas_label()}" if "blas" in available_backends() else "auto: cpu"
+    auto += f", libm {ggml_cpu_libm()}"
     rows: list[tuple[str, str, dict[str, Any]]] = [
         (f"kzlab default ({auto})", args.f32, {"lowering": Lowering(), "backend": "auto"}),
         (f"kzlab portable ({auto}, ggml ops only)", args.f32, {"lowering": Lowering(mode="portable"),
                                                              "backend": "auto"}),
+        (f"kzlab portable ktap, src1=data ({auto}, ggml ops only)", args.f32,
+         {"lowering": Lowering(mode="portable", conv="ktap", conv_src1="data"), "backend": "auto"}),
         ("kzlab default lowering (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
         ("kzlab naive (NAIVE, cpu)", args.f16, {"lowering": NAIVE, "backend": "cpu"}),
     ]

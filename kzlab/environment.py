@@ -72,7 +72,7 @@ def _dist_version(dist: str) -> str:
 
 def versions() -> dict[str, str]:
     """kzlab, ggml-python, the ggml it was built from, the BLAS library ggml's BLAS backend calls (`none` when the
-    build has no BLAS backend; see `ggml_blas_library`), numpy."""
+    build has no BLAS backend; see `ggml_blas_library`), how ggml-cpu calls libm (`ggml_cpu_libm`), numpy."""
     out = {"kzlab": __version__, "ggml_python": _dist_version("ggml-python"), "numpy": _dist_version("numpy")}
     try:
         from ggml import ggml as g
@@ -81,6 +81,7 @@ def versions() -> dict[str, str]:
     except (ImportError, AttributeError):
         out["ggml"] = "unknown"
     out["blas"] = blas_label()
+    out["ggml_cpu_libm"] = ggml_cpu_libm()
     return out
 
 
@@ -240,3 +241,35 @@ def blas_label() -> str:
     """`OpenBLAS 0.3.34 (Zen)`, or `none` when ggml was built without its BLAS backend."""
     lib = ggml_blas_library()
     return lib.label if lib is not None else "none"
+
+
+# ---- ggml-cpu's per-element libm calls -----------------------------------------------------------------------
+#: glibc libmvec's sinf, one per vector width (SSE4, AVX2, AVX-512): what GCC calls where it vectorised ggml-cpu's
+#: SIN loop (.ci/build-ggml builds it so where GCC and glibc can)
+_MVEC_SINF = ("_ZGVeN16v_sinf", "_ZGVdN8v_sinf", "_ZGVcN8v_sinf", "_ZGVbN4v_sinf")
+
+
+@functools.lru_cache(maxsize=1)
+def ggml_cpu_libm() -> str:
+    """How ggml's CPU backend computes SIN, COS, GELU_ERF, EXP, LOG and TANH: `libmvec` (glibc's vector math
+    library, 4-16 elements a call), `scalar` (one libm call per element: ggml-python built without
+    .ci/build-ggml's flags, e.g. from PyPI), or `unknown` (no ggml CPU library found in this process).
+
+    Asked of the loader: a vector sinf resolves through libggml-cpu's own handle only if it links libmvec. The
+    two builds differ in speed by 18x on SIN here (README) and in the last bits of those ops, so a result says
+    which one it ran."""
+    try:
+        from ggml import ggml as g  # noqa: F401  (loads libggml and the backends it links)
+    except ImportError:
+        return "unknown"
+    paths = _loaded_paths(r"^libggml-cpu.*\.so")
+    if not paths:
+        return "unknown"
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if any(getattr(lib, sym, None) is not None for sym in _MVEC_SINF):
+            return "libmvec"
+    return "scalar"

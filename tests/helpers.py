@@ -122,3 +122,12 @@ def bf16_values_in_f32(f32, bf16):
             v = to_f32("BF16", encode(f32.weights[role].f32(), "BF16"), w.shape)
             weights[role] = Weight(role, w.source, "F32", w.shape, v)
     return dataclasses.replace(f32, weights=weights)
+
+
+def cpu_perf_at_this_machines_libm() -> dict:
+    """The CPU's [perf] table with `libm_skew` fixed at 1: the CPU's libm ops priced as profiled. For tests about
+    other parameters, which a libmvec build of ggml would otherwise confound with CPU.libm_skew (the device's scalar
+    libm; tested on its own in test_whatif)."""
+    from kzlab.analysis.placement import capabilities
+
+    return {**capabilities.load("cpu").perf, "libm_skew": 1.0}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import kzlab
-from kzlab.environment import ggml_blas_library, versions
+from kzlab.environment import ggml_blas_library, ggml_cpu_libm, versions
 
 
 def _mapped() -> set[str]:
@@ -44,5 +44,38 @@ def test_info_names_the_runtime(capsys):
     assert rt["ggml"] == versions()["ggml"] and "cpu" in rt["backends"]
     lib = ggml_blas_library()
     assert rt["blas"] == (lib.as_dict() if lib is not None else None)
+    assert rt["libm"] == ggml_cpu_libm() == versions()["ggml_cpu_libm"]
     assert main(["info", "tiny"]) == 0
-    assert "BLAS backend: " + (lib.label if lib is not None else "none") in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "BLAS backend: " + (lib.label if lib is not None else "none") in out
+    assert "ggml-cpu libm: " + ggml_cpu_libm() in out
+
+
+def test_the_libm_ggml_cpu_calls_is_the_one_it_links():
+    """`libmvec` exactly when glibc's vector math library is mapped into this process and ggml-cpu resolves a
+    vector sinf through it (.ci/build-ggml builds so where GCC can), `scalar` otherwise."""
+    import ctypes
+
+    said = ggml_cpu_libm()
+    assert said in ("libmvec", "scalar")
+    cpu = [p for p in _mapped() if Path(p).name.startswith("libggml-cpu")]
+    assert cpu, "ggml's CPU backend is not loaded"
+    mvec = [p for p in _mapped() if Path(p).name.startswith("libmvec")]
+    if said == "libmvec":
+        assert mvec  # the vector sinf lives there, loaded for ggml-cpu
+        lib = ctypes.CDLL(cpu[0])
+        fn = getattr(lib, "_ZGVdN8v_sinf", None) or getattr(lib, "_ZGVeN16v_sinf", None)
+        assert fn is not None
+        libc = ctypes.CDLL("libc.so.6")
+
+        class Info(ctypes.Structure):
+            _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                        ("saddr", ctypes.c_void_p)]
+
+        info = Info()
+        assert libc.dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
+        assert Path(info.fname.decode()).name.startswith("libmvec")
+    else:
+        for p in cpu:
+            lib = ctypes.CDLL(p)
+            assert getattr(lib, "_ZGVdN8v_sinf", None) is None and getattr(lib, "_ZGVeN16v_sinf", None) is None

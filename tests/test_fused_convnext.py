@@ -90,7 +90,7 @@ def test_fast_mode_matches_pytorch_and_the_portable_graph_stage_by_stage(ref, se
     with kzlab.load(GGUF, backend="cpu", sched=False, threads=2, mode="portable") as d:
         portable = _stages(d, ref["codes"])
     for threads in (2, 1):
-        with kzlab.load(GGUF, backend=backend, sched=sched, threads=threads) as d:
+        with kzlab.load(GGUF, backend=backend, sched=sched, threads=threads, dwmlp="fused") as d:
             assert d.session.plan.dwmlp == "fused" and d.mode == "fast"
             fast = _stages(d, ref["codes"])
         names = [k for k in ref if k not in ("codes", "posnet")]
@@ -102,12 +102,29 @@ def test_fast_mode_matches_pytorch_and_the_portable_graph_stage_by_stage(ref, se
 
 def test_fused_nodes_are_labelled_and_counted_in_a_profile():
     frames = 20
-    prof = kzlab.profile(GGUF, frames=frames, backend="cpu", sched=False, threads=1, repeat=1, warmup=0, peak=False)
+    prof = kzlab.profile(GGUF, frames=frames, backend="cpu", sched=False, threads=1, repeat=1, warmup=0, peak=False,
+                         dwmlp="fused")
     fused = [n for n in prof.nodes if n["op"].startswith("CUSTOM")]
     hp = kzlab.load_model(GGUF).hparams
     assert len(fused) == hp.num_convnext and {n["fused"] for n in fused} == {"convnext"}
     products = 4 * frames * hp.dim * hp.intermediate_size
     assert all(n["flops"] > products for n in fused), [n["flops"] for n in fused]
+
+
+def test_auto_fuses_the_convnext_blocks_only_where_ggmls_gelu_is_scalar(monkeypatch):
+    """The node's gain is its vectorised GELU: `auto` takes it where ggml-cpu calls a scalar erff, and leaves the
+    blocks to ggml's ops where this build's libm calls are vectorised (kzlab.environment.ggml_cpu_libm)."""
+    from kzlab.environment import ggml_cpu_libm
+    from kzlab.graph import options
+
+    assert options._dwmlp_node_pays() == (ggml_cpu_libm() != "libmvec")
+    for pays, want in ((True, "fused"), (False, "ops")):
+        monkeypatch.setattr(options, "_dwmlp_node_pays", lambda pays=pays: pays)
+        plan = kzlab.Lowering().resolve(cpu_only=True)
+        assert plan.dwmlp == want
+        assert kzlab.Lowering(dwmlp="fused").resolve(cpu_only=True).dwmlp == "fused"  # asked for: always
+        with kzlab.load(GGUF, backend="cpu", sched=False, threads=1) as d:
+            assert d.session.plan.dwmlp == want and d.mode == ("fast" if pays else "portable")
 
 
 def test_fused_dwmlp_is_refused_where_it_cannot_run():

@@ -228,6 +228,8 @@ def test_fast_hmx_and_a_missing_cost_are_flagged_not_identified(full_model):
     put the HMX rate twenty times below the public figures: the answer flags it as contradicting them, with the
     candidate costs and the device command, and does not call it identified. Without the missing cost, nothing
     is flagged."""
+    from helpers import cpu_perf_at_this_machines_libm
+
     from kzlab.analysis.profile_cache import cached_cpu_profile
 
     low = kzlab.Lowering(mode="portable", conv="im2col-f16", conv_src1="data")
@@ -239,7 +241,8 @@ def test_fast_hmx_and_a_missing_cost_are_flagged_not_identified(full_model):
             prof, _ = cached_cpu_profile(full_model, frames, lw, threads=1)
             pl = kzlab.simulate(full_model, profile, frames=frames, lowering=lw,
                                 weights_on="cpu" if name == "cpu" else "htp",
-                                predict={"cpu_profile": prof, "cpu_scale": 1.0, "draws": 10})
+                                predict={"cpu_profile": prof, "cpu_scale": 1.0, "draws": 10,
+                                         "perf": {"CPU": cpu_perf_at_this_machines_libm()}})
             key = f"{name}@{frames}"
             models[key] = pl.predicted.costs
             space.add([q for q in pl.predicted.parameters if q.name in pl.predicted.costs.parameter_names()])

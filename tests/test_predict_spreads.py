@@ -54,12 +54,15 @@ def test_observed_spread():
 
 
 def test_a_profile_with_a_wide_observed_spread_gives_a_wider_band(model, cpu_profile):
+    from helpers import cpu_perf_at_this_machines_libm
+
     tight = with_walls(cpu_profile, [1.0, 1.01, 0.99, 1.0])
     wide = with_walls(cpu_profile, [1.0, 1.3, 0.8, 1.0])
     preds = {}
     for name, prof in (("tight", tight), ("wide", wide)):
         pl = kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE,
-                            predict={"cpu_profile": prof, "draws": 2000, "seed": 2})
+                            predict={"cpu_profile": prof, "draws": 2000, "seed": 2,
+                                     "perf": {"CPU": cpu_perf_at_this_machines_libm()}})
         preds[name] = pl.predicted
     spread = {k: next(q for q in p.parameters if q.name == "cpu.profile_spread") for k, p in preds.items()}
     assert spread["tight"].low == pytest.approx(0.99) and spread["tight"].high == pytest.approx(1.01)

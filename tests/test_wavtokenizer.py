@@ -125,11 +125,15 @@ def test_cli_info_and_decode(tmp_path, capsys, ref):
     assert snr_db(np.load(wav), ref["wav"]) >= 70.0
 
 
-def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran():
-    """The family's one fused CPU node is the ConvNeXt block: `auto` on the CPU resolves to the fast plan with it,
-    the options it would override (gelu, dwconv, wtype) keep the ggml ops, and the first family's fused options,
-    which this decoder has nothing for, resolve to ops and are refused when asked for."""
+def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran(monkeypatch):
+    """The family's one fused CPU node is the ConvNeXt block: `auto` on the CPU resolves to the fast plan with it
+    (in a build where it pays: ggml's GELU_ERF scalar, set here), the options it would override (gelu, dwconv,
+    wtype) keep the ggml ops, and the first family's fused options, which this decoder has nothing for, resolve to
+    ops and are refused when asked for."""
     from kzlab.errors import InvalidOptionError
+    from kzlab.graph import options
+
+    monkeypatch.setattr(options, "_dwmlp_node_pays", lambda: True)
 
     m = kzlab.load_model(GGUF)
     with kzlab.Decoder(m, backend="cpu", sched=False) as d:

@@ -126,7 +126,7 @@ def test_profile_per_node_stage_block_evolution_and_roofline(tmp_path, ref):
     assert "by block (wavtokenizer-dec): " in p.stdout and "BigVGAN" not in p.stdout, p.stdout
     assert "% peak" in p.stdout and "MUL_MAT" in p.stdout
     d = json.loads(out.read_text())
-    prof = kzlab.profile(GGUF, frames=20, threads=1, repeat=1, peak=False)
+    prof = kzlab.profile(GGUF, frames=20, threads=1, repeat=1, peak=False, dwmlp="fused")
     hp = kzlab.load_model(GGUF).hparams
     stages = list(prof.config["stage_groups"])
     assert stages == [s.name for s in arch_of(hp).stages(hp)]

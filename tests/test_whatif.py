@@ -85,11 +85,16 @@ def test_calibration_recovers_synthetic_truth(model):
     """Totals made by chosen parameter values (four configurations at two frame counts: the splits stay, the work
     grows, so fixed costs and rates can be told apart) are calibrated on; where the result says a parameter was
     identified, the true value lies within its reported range; the measured totals are reproduced."""
+    from helpers import cpu_perf_at_this_machines_libm
+
     from kzlab.analysis.predict.draws import ParameterSpace
     from kzlab.analysis.profile_cache import cached_cpu_profile
 
     low = kzlab.Lowering(mode="portable")
     models, space = {}, ParameterSpace()
+    # the CPU's libm ops at this machine's speed: the truth here is about the HTP (a libmvec build of ggml would
+    # otherwise draw them from CPU.libm_skew, the device's scalar libm, and that parameter is tested on its own)
+    cpu_perf = cpu_perf_at_this_machines_libm()
     for frames in (4, 24):
         for name, profile, opts in (("cpu", "cpu", {}), ("v0.15.2", "hexagon-v0.15.2", {}),
                                     ("chunk", "hexagon-v0.15.2", {"mm_chunk": 1024})):
@@ -97,7 +102,7 @@ def test_calibration_recovers_synthetic_truth(model):
             prof, _ = cached_cpu_profile(model, frames, lw, threads=1)
             won = "cpu" if name == "cpu" else "htp"
             pl = kzlab.simulate(model, profile, frames=frames, lowering=lw, weights_on=won,
-                                predict={"cpu_profile": prof, "cpu_scale": 1.0, "draws": 10})
+                                predict={"cpu_profile": prof, "cpu_scale": 1.0, "draws": 10, "perf": {"CPU": cpu_perf}})
             models[f"{name}@{frames}"] = pl.predicted.costs
             used = pl.predicted.costs.parameter_names()
             space.add([q for q in pl.predicted.parameters if q.name in used])
@@ -164,3 +169,46 @@ def test_cli_writes_the_contract(tmp_path, capsys):
     assert all({"parameter", "command", "spread_after"} <= set(m) for m in d["next_measurements"])
     assert "P =" in capsys.readouterr().out
     assert main(["whatif", str(F32), "--config", "x=hexagon-v0.15.2", "--measured", "cpu", "-q"]) == 2
+
+
+def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model):
+    """A profile from a ggml whose libm calls are vectorised (glibc libmvec) against a device whose CPU calls a
+    scalar libm (the Hexagon profiles' `host_libm`): the CPU's libm ops (SIN here) take CPU.libm_skew, the
+    CPU-only baseline stays reproduced, and a profile from a scalar build is taken as it is."""
+    import copy
+
+    from kzlab.analysis.predict.parameters import LIBM_OPS
+    from kzlab.analysis.profile_cache import cached_cpu_profile
+
+    low = kzlab.Lowering(mode="portable")
+    prof, _ = cached_cpu_profile(model, FRAMES, low, threads=1)
+    assert any(n["op"] == "SIN" for n in prof["nodes"])
+
+    def run(libm: str, profile: str = "hexagon-v0.15.3"):
+        p = copy.deepcopy(prof)
+        p["config"]["versions"] = {**p["config"].get("versions", {}), "ggml_cpu_libm": libm}
+        won = "cpu" if profile == "cpu" else "htp"
+        return kzlab.simulate(model, profile, frames=FRAMES, lowering=low, weights_on=won,
+                              predict={"cpu_profile": p, "cpu_baseline_ms": 1000.0, "draws": 50}).predicted
+
+    scalar, vector, cpu_only = run("scalar"), run("libmvec"), run("libmvec", "cpu")
+    assert "CPU.libm_skew" not in {q.name for q in scalar.parameters}
+    assert "CPU.libm_skew" not in {q.name for q in cpu_only.parameters}  # the CPU alone: no device to differ from
+    skew = next(q for q in vector.parameters if q.name == "CPU.libm_skew")
+    assert skew.low < skew.value < skew.high and skew.low > 1
+    assert any("CPU.libm_skew" in n and "SIN" in n for n in vector.notes)
+
+    def cpu_ms(pred, libm_ops: bool) -> float:
+        return sum(r["ms"] for r in pred.nodes if r["backend"].lower() == "cpu" and (r["op"] in LIBM_OPS) == libm_ops)
+
+    # the same CPU nodes, their libm ops skew times heavier against the rest than in the scalar build's pricing
+    ratio_scalar = cpu_ms(scalar, True) / cpu_ms(scalar, False)
+    ratio_vector = cpu_ms(vector, True) / cpu_ms(vector, False)
+    assert ratio_vector == pytest.approx(skew.value * ratio_scalar, rel=1e-9)
+    # the whole CPU profile, priced with the skews, still comes to the CPU-only baseline
+    t = vector.costs.cpu
+    s, k, j = t.factors({q.name: q.value for q in vector.parameters}.__getitem__, 1.0)
+    assert t.profile_libm_ms > 0 and j == skew.value
+    whole = s * (k * t.profile_mm_ms + j * t.profile_libm_ms + t.profile_rest_ms - t.profile_libm_ms)
+    assert whole == pytest.approx(1000.0, rel=1e-9)
+    assert cpu_only.nominal_ms == pytest.approx(1000.0, abs=0.1)  # plus the one CPU split's start (sync_us)

@@ -12,6 +12,7 @@ size and modification time, so a large file is read once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,13 +53,27 @@ def file_digest(path: str | os.PathLike) -> str:
     return known[key]
 
 
+@functools.lru_cache(maxsize=1)
+def graph_code_digest() -> str:
+    """A digest of the code that builds the graphs (kzlab.graph and kzlab.arch): a profile is of one graph, and
+    that graph can change without kzlab's version changing."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for sub in ("graph", "arch"):
+        for f in sorted((root / sub).rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def profile_key(model_digest: str, lowering: dict[str, Any], frames: int, threads: int, repeat: int) -> dict[str, Any]:
-    """Everything a CPU profile's validity rests on."""
+    """Everything a CPU profile's validity rests on: the file, the graph (its lowering and the code that builds
+    it), the machine and the ggml build (its version and how its CPU backend calls libm)."""
     v = versions()
     return {"model_sha256": model_digest, "lowering_resolved": lowering, "frames": int(frames),
             "backend": "cpu", "sched": False, "threads": int(threads), "repeat": int(repeat),
             "kzlab": v.get("kzlab"), "ggml": v.get("ggml"), "ggml_python": v.get("ggml_python"),
-            "cpu": cpu_name("unknown")}
+            "ggml_cpu_libm": v.get("ggml_cpu_libm"), "graph_code": graph_code_digest(), "cpu": cpu_name("unknown")}
 
 
 def _path(key: dict[str, Any]) -> Path:

@@ -38,15 +38,17 @@ def run(args) -> int:
         print(f"note        {n}")
     rt = info["runtime"]
     blas = rt["blas"]["label"] if rt["blas"] else "none (ggml's own CPU products)"
-    print(f"runtime     ggml {rt['ggml']}, backends {', '.join(rt['backends'])}; BLAS backend: {blas}")
+    print(f"runtime     ggml {rt['ggml']}, backends {', '.join(rt['backends'])}; BLAS backend: {blas}; "
+          f"ggml-cpu libm: {rt['libm']}")
     return 0
 
 
 def runtime_info() -> dict:
-    """The ggml build this process runs: its version, its backends, the BLAS library behind its BLAS backend."""
-    from kzlab.environment import ggml_blas_library, versions
+    """The ggml build this process runs: its version, its backends, the BLAS library behind its BLAS backend, and
+    whether its CPU backend's libm calls are vectorised (libmvec) or scalar."""
+    from kzlab.environment import ggml_blas_library, ggml_cpu_libm, versions
     from kzlab.runtime.devices import available_backends
 
     lib = ggml_blas_library()
     return {"ggml": versions()["ggml"], "backends": list(available_backends()),
-            "blas": lib.as_dict() if lib is not None else None}
+            "blas": lib.as_dict() if lib is not None else None, "libm": ggml_cpu_libm()}

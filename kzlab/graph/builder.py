@@ -172,8 +172,14 @@ class GraphBuilder:
         return t
 
     def mark_output(self, stage: str, a: Act) -> None:
-        """Record a stage's output; flag it as a graph output (kept to the end) if it will be read."""
+        """Record a stage's output; flag it as a graph output (kept to the end) if it will be read.
+
+        A stage's view is copied first: ggml's allocator keeps the tensor flagged, not the one a view reads, so a
+        view's memory could be reused by a later node before the output is read (the waveform is the last node:
+        nothing comes after it)."""
         if self.keep_stages or stage == "wav":
+            if stage != "wav" and a.t.contents.view_src:
+                a = Act(g.ggml_cont(self.ctx, a.t), a.cl)
             g.ggml_set_output(a.t)
             self.outputs[stage] = a
 

@@ -7,7 +7,9 @@ second simulation. The terms are kept apart on purpose, so that device totals of
 them apart (a calibration fits them jointly):
 
 - CPU nodes: their profiled time x the CPU's scale (from the device's CPU-only total when given: the total is
-  reproduced for any `matmul_skew`, which moves time between the CPU's MUL_MATs and the rest);
+  reproduced for any `matmul_skew`, which moves time between the CPU's MUL_MATs and the rest, and any
+  `libm_skew`, which does the same for the ops that call libm per element, when the device's CPU calls a scalar
+  libm and this machine's ggml a vectorised one);
 - device nodes: a roofline max(FLOPs / rate(op, type), bytes / bandwidth) + a per-node dispatch (`launch_us`),
   or a measured op time x its spread;
 - splits: a per-split round trip (`sync_us`), input copies into a buffer that is not host-visible
@@ -33,22 +35,32 @@ BATCH = 4096  # draws evaluated at once: bounds the (draws x nodes) matrices
 class CpuTerm:
     """How CPU node times scale: `scale` (fixed), or from a baseline total `baseline` with a `skew` parameter."""
 
-    mode: str  # "fixed": x scale; "profile": x spread parameter; "baseline": B / (k M + R) with skew k
+    mode: str  # "fixed": x scale; "profile": x spread parameter; "baseline": B / (k M + j L + R), skews k, j
     scale: float = 1.0
     baseline: str = ""  # parameter name (baseline ms) or spread parameter name ("profile" mode)
     skew: str = ""  # parameter name, or "" for no skew
     profile_mm_ms: float = 0.0  # the whole CPU profile's MUL_MAT time (normalised to its wall)
-    profile_rest_ms: float = 0.0
+    profile_rest_ms: float = 0.0  # the rest of it (its libm ops' time included)
+    #: the libm ops' skew (parameter name, "" for none: the device's CPU computes them as this machine's does)
+    libm: str = ""
+    profile_libm_ms: float = 0.0  # the whole CPU profile's time in ops that call libm per element (LIBM_OPS)
 
     def scale_skew(self, value: Callable[[str], Any], one: Any) -> tuple[Any, Any]:
         """(scale of every CPU node, extra factor of its MUL_MATs); `value(name)` is a parameter's value, a number
         or an array of draws, `one` the neutral factor of the same kind."""
+        s, k, _ = self.factors(value, one)
+        return s, k
+
+    def factors(self, value: Callable[[str], Any], one: Any) -> tuple[Any, Any, Any]:
+        """(scale of every CPU node, extra factor of its MUL_MATs, extra factor of its libm ops)."""
+        k = value(self.skew) if self.skew else one
+        j = value(self.libm) if self.libm else one
         if self.mode == "baseline":
-            k = value(self.skew) if self.skew else one
-            return value(self.baseline) / (k * self.profile_mm_ms + self.profile_rest_ms), k
+            rest = self.profile_rest_ms - self.profile_libm_ms
+            return value(self.baseline) / (k * self.profile_mm_ms + j * self.profile_libm_ms + rest), k, j
         if self.mode == "profile":
-            return value(self.baseline), one
-        return self.scale * one, one
+            return value(self.baseline), one, j
+        return self.scale * one, one, j
 
 
 @dataclass
@@ -74,6 +86,7 @@ class _Compiled:
     key: tuple[int, ...]
     cpu: _Rows | None
     cpu_mm: np.ndarray
+    cpu_libm: np.ndarray
     roof: list[tuple[tuple[str, str, str], _Rows]]
     meas: list[tuple[str, _Rows]]
     splits: list[tuple[tuple[str, str], np.ndarray]]
@@ -107,7 +120,8 @@ class _Compiled:
         for k in dict.fromkeys(ckeys):
             ms, stage, backend = pick([i for i, x in enumerate(ckeys) if x == k], *cols)
             contention.append((k, _Rows.of((ms,), stage, backend, ns, nb)))
-        return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), roof, meas, list(splits.items()), contention)
+        return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), np.asarray(m.cpu_libm, dtype=bool), roof, meas,
+                   list(splits.items()), contention)
 
 
 @dataclass
@@ -120,6 +134,7 @@ class CostModel:
     # CPU nodes
     cpu_ms: list[float] = field(default_factory=list)
     cpu_mm: list[bool] = field(default_factory=list)
+    cpu_libm: list[bool] = field(default_factory=list)  # an op that calls libm per element (LIBM_OPS)
     cpu_stage: list[int] = field(default_factory=list)
     cpu_backend: list[int] = field(default_factory=list)
     # roofline nodes
@@ -155,7 +170,7 @@ class CostModel:
         names = set(self.roof_rate_p) | set(self.roof_bw_p) | set(self.roof_launch_p) | set(self.meas_p)
         names |= {t[2] for t in self.split_terms}
         names |= {n for t in self.contention_terms for n in t[3:]}
-        names |= {n for n in (self.cpu.baseline, self.cpu.skew) if n}
+        names |= {n for n in (self.cpu.baseline, self.cpu.skew, self.cpu.libm) if n}
         return names
 
     # ---- evaluation ---------------------------------------------------------------------------------------------
@@ -189,13 +204,14 @@ class CostModel:
             else:
                 nodes[:] += ms.sum(axis=1)
 
-        s, k = self.cpu.scale_skew(lambda n: theta[:, col[n]], np.ones(d))
+        s, k, j = self.cpu.factors(lambda n: theta[:, col[n]], np.ones(d))
         for (c_p, spin_p), rows in c.contention:  # the CPU split after a spinning backend's, slowed
             t = np.minimum(s[:, None] * rows.values[0][None, :], theta[:, col[spin_p]][:, None])
             add(theta[:, col[c_p]][:, None] * t, rows)
         if c.cpu is not None:  # CPU nodes
             base = c.cpu.values[0]
-            add(s[:, None] * np.where(c.cpu_mm[None, :], k[:, None] * base[None, :], base[None, :]), c.cpu)
+            f = np.where(c.cpu_mm[None, :], k[:, None], np.where(c.cpu_libm[None, :], j[:, None], 1.0))
+            add(s[:, None] * f * base[None, :], c.cpu)
         for (rate_p, bw_p, launch_p), rows in c.roof:  # roofline nodes: each group reads three columns
             flops, nbytes = rows.values
             rate, bw, launch = theta[:, col[rate_p]], theta[:, col[bw_p]], theta[:, col[launch_p]]

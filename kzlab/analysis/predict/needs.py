@@ -106,10 +106,13 @@ def cpu_floor(cost: CostModel, draws: Draws, nodes: list[Any], device: str | Non
     values, largest first)."""
     if cost.cpu_ms:
         col = {n: i for i, n in enumerate(draws.names)}
-        s, k = cost.cpu.scale_skew(lambda n: draws.theta[:, col[n]], np.ones(len(draws)))
+        s, k, j = cost.cpu.factors(lambda n: draws.theta[:, col[n]], np.ones(len(draws)))
         base = np.asarray(cost.cpu_ms)
         mm = np.asarray(cost.cpu_mm, dtype=bool)
-        floor = float(np.median(s * ((k[:, None] * base[None, mm]).sum(axis=1) + base[~mm].sum())))
+        lm = np.asarray(cost.cpu_libm, dtype=bool) & ~mm
+        rest = base[~mm & ~lm].sum()
+        floor = float(np.median(s * ((k[:, None] * base[None, mm]).sum(axis=1)
+                                     + (j[:, None] * base[None, lm]).sum(axis=1) + rest)))
     else:
         floor = 0.0
     by_op: dict[str, dict[str, Any]] = defaultdict(lambda: {"nodes": 0, "reasons": []})

@@ -76,12 +76,20 @@ def observed_spread(values: Any) -> float | None:
     return max(abs(x / med - 1.0) for x in xs)
 
 
-RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew", "spin_ms",
-               "contention")
-PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance"}
+RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew", "libm_skew",
+               "spin_ms", "contention")
+PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance",
+             "host_libm"}
+#: the ggml ops whose CPU kernels call libm once per element (ggml-cpu/vec.h 0.15.3: logf line 872, sinf 878,
+#: cosf 884, tanhf 909, expm1f 915, expf 936 and 956, erff 1013): scalar calls, or glibc libmvec's vector ones
+#: where GCC vectorised the loops (kzlab.environment.ggml_cpu_libm)
+LIBM_OPS = ("LOG", "SIN", "COS", "TANH", "ELU", "SIGMOID", "EXP", "GELU_ERF")
+#: how a device's host CPU calls libm (`host_libm` in a device profile's [perf])
+HOST_LIBM_CHOICES = ("scalar", "libmvec")
 MEMORY_KEYS = {"source", "budget_bytes"}
 RANGE_KEYS = {"value", "low", "high", "source", "public", "public_source"}
-UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x", "spin_ms": "ms", "contention": "x"}
+UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x", "libm_skew": "x", "spin_ms": "ms",
+                                                   "contention": "x"}
 
 
 @dataclass
@@ -206,6 +214,11 @@ class BackendPerf:
     cache_gbs: Parameter | None = None
     #: the device CPU's MUL_MAT speed relative to its other ops, against this machine's (CPU profiles only)
     matmul_skew: Parameter | None = None
+    #: the device CPU's libm ops (LIBM_OPS) against this machine's when this machine's ggml vectorises them and the
+    #: device's does not (CPU profiles only)
+    libm_skew: Parameter | None = None
+    #: how the host CPU of this device calls libm ("scalar", "libmvec"; "" when the profile does not say)
+    host_libm: str = ""
     #: a backend whose worker threads share the CPU's cores and keep spinning after a split (OpenBLAS): the CPU
     #: split that follows runs slower by `contention` for at most `spin_ms` (both None: no such cost)
     spin_ms: Parameter | None = None
@@ -231,7 +244,7 @@ class BackendPerf:
     def parameters(self) -> list[Parameter]:
         out = list(self.gflops.values()) + list(self.bandwidth.values())
         fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew,
-                 self.spin_ms, self.contention)
+                 self.libm_skew, self.spin_ms, self.contention)
         out += [p for p in fixed if p is not None]
         return out
 
@@ -246,14 +259,19 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
     sources = perf.get("sources", {})
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise InvalidOptionError(f"{where}: [perf] sources must map value names to where they come from")
-    unknown = set(sources) - (PERF_KEYS - {"source", "sources", "host_visible_copies", "cache_maintenance"})
+    unknown = set(sources) - (PERF_KEYS - {"source", "sources", "host_visible_copies", "cache_maintenance",
+                                           "host_libm"})
     if unknown:
         raise InvalidOptionError(f"{where}: [perf] sources name unknown value(s): {', '.join(sorted(unknown))}")
     for flag in ("host_visible_copies", "cache_maintenance"):
         if flag in perf and not isinstance(perf[flag], bool):
             raise InvalidOptionError(f"{where}: [perf] {flag} must be true or false")
+    host_libm = perf.get("host_libm", "")
+    if host_libm not in ("", *HOST_LIBM_CHOICES):
+        raise InvalidOptionError(f"{where}: [perf] host_libm = {host_libm!r}: expected one of "
+                                 f"{', '.join(HOST_LIBM_CHOICES)}")
     out = BackendPerf(backend, host_visible_copies=bool(perf.get("host_visible_copies", False)),
-                      cache_maintenance=bool(perf.get("cache_maintenance", False)))
+                      cache_maintenance=bool(perf.get("cache_maintenance", False)), host_libm=host_libm)
     rates = perf.get("gflops", {})
     if isinstance(rates, int | float) or (isinstance(rates, dict) and "value" in rates):
         rates = {"default": rates}
@@ -280,7 +298,8 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
         unit = UNITS[key]
         if key in perf:
             p = ranged(perf[key], f"{backend}.{key}", unit, sources.get(key, src), key, where,
-                       positive=key.endswith("gbs") or key in ("matmul_skew", "spin_ms", "contention"))
+                       positive=key.endswith("gbs") or key in ("matmul_skew", "libm_skew", "spin_ms",
+                                                               "contention"))
         elif key in DEFAULTS:
             v, lo, hi, unit = DEFAULTS[key]
             p = Parameter(f"{backend}.{key}", v, unit, DEFAULT_SOURCE, lo, hi)

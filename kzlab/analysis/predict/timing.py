@@ -26,7 +26,13 @@ import numpy as np
 from kzlab.analysis.flops import VIEW_OPS
 from kzlab.analysis.predict.costs import CostModel, CpuTerm
 from kzlab.analysis.predict.draws import DEFAULT_DRAWS, Draws, ParameterSpace, spread
-from kzlab.analysis.predict.parameters import MEASURED_SPREAD, BackendPerf, Parameter, observed_spread
+from kzlab.analysis.predict.parameters import (
+    LIBM_OPS,
+    MEASURED_SPREAD,
+    BackendPerf,
+    Parameter,
+    observed_spread,
+)
 from kzlab.errors import InvalidInputError
 
 CPU_NAMES = {"cpu"}
@@ -338,10 +344,11 @@ def predict(
             notes.append(f"the cpu profile ran on {prof['config'].get('backend_label')}, not on the plain CPU")
         cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params,
                              cpu_baseline_profile, cpu_baseline_spread)
+        _libm_skew(cpu_term, prof, cpu_baseline_profile, perf, params, notes)
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)
-    factor = {mm: _nominal_cpu_factor(cpu_term, mm, params) for mm in (False, True)}
+    factor = {kind: _nominal_cpu_factor(cpu_term, kind, params) for kind in ("other", "mm", "libm")}
     used_perf: set[str] = set()
     used: set[str] = set()  # the parameters an answer rested on: only those are listed
     rows = []
@@ -363,9 +370,10 @@ def predict(
             node_cpu.append(base)
             cm.cpu_ms.append(base)
             cm.cpu_mm.append(op == "MUL_MAT")
+            cm.cpu_libm.append(op in LIBM_OPS)
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
-            t, how = base * factor[op == "MUL_MAT"], "cpu profile"
+            t, how = base * factor[_cpu_kind(op)], "cpu profile"
         elif op in VIEW_OPS:
             node_cpu.append(0.0)
             t, how = 0.0, "view"
@@ -439,7 +447,7 @@ def predict(
         split_rows.append({"index": i, "backend": b, "input_bytes": nbytes, "copy_ms": copy, "sync_ms": sync,
                            "cache_ms": cache, "stage": field_of(s, "stage", "")})
     _contention(cm, splits, node_cpu if times is not None else [], perf, split_rows, used, used_perf,
-                factor[False])
+                factor["other"])
     for key in sorted(used_perf):
         p = perf[key]
         params += [q for q in p.parameters() if q.name in used]
@@ -490,8 +498,40 @@ def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: d
         split_rows[i + 1]["contention_ms"] = p.contention.value * min(scale * t, p.spin_ms.value)
 
 
-def _nominal_cpu_factor(term: CpuTerm, is_mm: bool, params: list[Parameter]) -> float:
-    """A CPU node's factor at the parameters' stated values (the cost model's formula, at one point)."""
+def _cpu_kind(op: str) -> str:
+    return "mm" if op == "MUL_MAT" else "libm" if op in LIBM_OPS else "other"
+
+
+def _nominal_cpu_factor(term: CpuTerm, kind: str, params: list[Parameter]) -> float:
+    """A CPU node's factor at the parameters' stated values (the cost model's formula, at one point); `kind` as
+    `_cpu_kind` says."""
     values = {p.name: p.value for p in params}
-    s, k = term.scale_skew(values.__getitem__, 1.0)
-    return s * (k if is_mm else 1.0)
+    s, k, j = term.factors(values.__getitem__, 1.0)
+    return s * {"mm": k, "libm": j}.get(kind, 1.0)
+
+
+def profile_libm(prof: dict[str, Any]) -> str:
+    """How the ggml that made a CPU profile called libm (`kzlab.environment.ggml_cpu_libm`); a profile from before
+    kzlab recorded it is of a scalar build (the only one there was)."""
+    return str((prof["config"].get("versions") or {}).get("ggml_cpu_libm", "scalar"))
+
+
+def _libm_skew(term: CpuTerm, prof: dict[str, Any], baseline_profile: Any, perf: dict[str, BackendPerf],
+               params: list[Parameter], notes: list[str]) -> None:
+    """Where a device says its host CPU calls libm per element and the CPU profile came from a ggml that calls
+    glibc's vector libm, the profile's libm ops (LIBM_OPS) are many times faster than the device's CPU would run
+    them: their times take the CPU's `libm_skew` (a total the CPU-only baseline gives stays reproduced)."""
+    hosts = {p.host_libm for k, p in perf.items() if k != "cpu" and p.host_libm}
+    skew = perf["cpu"].libm_skew if perf.get("cpu") is not None else None
+    if "scalar" not in hosts or profile_libm(prof) != "libmvec" or skew is None:
+        return
+    base = read_profile(baseline_profile) if baseline_profile is not None else prof
+    _, wall, total = cpu_times(base)
+    libm_ms = sum(float(n["time_ms"]) for n in base["nodes"] if n.get("op") in LIBM_OPS) * wall / total
+    term.libm, term.profile_libm_ms = skew.name, libm_ms
+    params.append(skew)
+    ops = sorted({n["op"] for n in prof["nodes"] if n.get("op") in LIBM_OPS})
+    if ops:
+        span = f" [{skew.low:g}-{skew.high:g}]" if skew.low is not None and skew.high is not None else ""
+        notes.append(f"this machine's ggml calls glibc's vector libm and the device's CPU a scalar one: the CPU's "
+                     f"{', '.join(ops)} nodes are taken x{skew.value:g}{span} ({skew.name})")

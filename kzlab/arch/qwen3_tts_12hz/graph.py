@@ -108,9 +108,15 @@ def convt_record(b: GraphBuilder, path: str, c_in: int, c_out: int, k: int, T: i
     )
 
 
-def convt_layer(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int) -> Act:
+def convt_layer(
+    b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, stride: int, out_cl: bool | None = None
+) -> Act:
+    """A transposed conv; `out_cl` asks for its output in that memory order (None: the lowering's own)."""
     with convt_record(b, path, c_in, c_out, k, x.T, stride):
-        return b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
+        y = b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
+        if out_cl is None or y.cl == out_cl:
+            return y
+        return b.as_cl(y) if out_cl else b.as_cf(y)
 
 
 def snake_layer(b: GraphBuilder, x: Act, path: str, out_cl: bool | None = None, bias: str | None = None) -> Act:
@@ -298,7 +304,8 @@ def decoder_block(b: GraphBuilder, hp: HParams, x: Act, blk: int) -> Act:
         x = fused_snake_convt(b, x, blk, cin, cout, r)
     else:
         x = snake_layer(b, x, f"dec.{blk}.snake", out_cl=b.convt_input_cl())
-        x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r)
+        # the units' convs read channels-last under ktap: transposed once here, not twice in every unit
+        x = convt_layer(b, x, f"dec.{blk}.convt", cin, cout, 2 * r, r, out_cl=b.conv_input_cl(7))
     for j in range(len(RESIDUAL_DILATIONS)):
         x = residual_unit(b, x, blk, j, cout)
     return x

@@ -63,9 +63,10 @@ class KzlabRun:
         import kzlab
 
         self.dec = kzlab.load(cfg["path"], threads=cfg["threads"], **cfg.get("kw", {}))
-        from kzlab.environment import blas_label
+        from kzlab.environment import blas_label, ggml_cpu_libm
 
-        self.label = (f"{self.dec!r}, BLAS backend {blas_label()}, ggml llamafile={g.ggml_cpu_has_llamafile()}, "
+        self.label = (f"{self.dec!r}, BLAS backend {blas_label()}, ggml-cpu libm {ggml_cpu_libm()}, "
+                      f"ggml llamafile={g.ggml_cpu_has_llamafile()}, "
                       f"kzlab {Path(kzlab.__file__).parent}")
 
     def __call__(self, codes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
@@ -264,6 +265,8 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
     rows.append(("kzlab default", {**base, "kind": "kzlab", "path": args.f32}))
     rows.append(("kzlab portable (ggml ops only)", {**base, "kind": "kzlab", "path": args.f32,
                                                      "kw": {"mode": "portable"}}))
+    rows.append(("kzlab fused ConvNeXt blocks (dwmlp=fused)", {**base, "kind": "kzlab", "path": args.f32,
+                                                                "kw": {"dwmlp": "fused"}}))
     if args.alternatives:
         rows += [
             ("kzlab llama.cpp-like (im2col-f16, gelu tanh)",

@@ -71,13 +71,15 @@ def _dist_version(dist: str) -> str:
 
 
 def versions() -> dict[str, str]:
-    """kzlab, ggml-python, the ggml it was built from, the BLAS library ggml's BLAS backend calls (`none` when the
-    build has no BLAS backend; see `ggml_blas_library`), how ggml-cpu calls libm (`ggml_cpu_libm`), numpy."""
+    """kzlab, ggml-python, the ggml it was built from and whether its CPU products use llamafile's sgemm, the BLAS
+    library ggml's BLAS backend calls (`none` when the build has no BLAS backend; see `ggml_blas_library`), how
+    ggml-cpu calls libm (`ggml_cpu_libm`), numpy."""
     out = {"kzlab": __version__, "ggml_python": _dist_version("ggml-python"), "numpy": _dist_version("numpy")}
     try:
         from ggml import ggml as g
 
         out["ggml"] = g.ggml_version().decode()
+        out["ggml_llamafile"] = "on" if g.ggml_cpu_has_llamafile() else "off"
     except (ImportError, AttributeError):
         out["ggml"] = "unknown"
     out["blas"] = blas_label()

@@ -181,11 +181,13 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
     from kzlab.analysis.profile_cache import cached_cpu_profile
 
     low = kzlab.Lowering(mode="portable")
-    prof, _ = cached_cpu_profile(model, FRAMES, low, threads=1)
-    assert any(n["op"] == "SIN" for n in prof["nodes"])
+    # every node timed alone: a libm op's time then measures this machine's libm
+    prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, threads=1, repeat=1,
+                         warmup=0, peak=False, granularity="node").to_dict()
+    assert any(n["op"] == "SIN" and n["timing"] == "measured" for n in prof["nodes"])
 
-    def run(libm: str, profile: str = "hexagon-v0.15.3"):
-        p = copy.deepcopy(prof)
+    def run(libm: str, profile: str = "hexagon-v0.15.3", base=prof):
+        p = copy.deepcopy(base)
         p["config"]["versions"] = {**p["config"].get("versions", {}), "ggml_cpu_libm": libm}
         won = "cpu" if profile == "cpu" else "htp"
         return kzlab.simulate(model, profile, frames=FRAMES, lowering=low, weights_on=won,
@@ -212,3 +214,12 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
     whole = s * (k * t.profile_mm_ms + j * t.profile_libm_ms + t.profile_rest_ms - t.profile_libm_ms)
     assert whole == pytest.approx(1000.0, rel=1e-9)
     assert cpu_only.nominal_ms == pytest.approx(1000.0, abs=0.1)  # plus the one CPU split's start (sync_us)
+    # a profile whose libm ops share their stretches: their times are a cost model's shares, taken as they are
+    shared, _ = cached_cpu_profile(model, FRAMES, low, threads=1)
+    assert all(n["timing"] == "apportioned" for n in shared["nodes"] if n["op"] == "SIN")
+    guessed = run("libmvec", base=shared)
+    assert guessed.costs.cpu.profile_libm_ms == 0
+    assert any("apportioned" in n and "SIN" in n for n in guessed.notes)
+    ratio = {k: cpu_ms(p, True) / cpu_ms(p, False) for k, p in (("scalar", run("scalar", base=shared)),
+                                                                   ("libmvec", guessed))}
+    assert ratio["libmvec"] == pytest.approx(ratio["scalar"], rel=1e-9)

@@ -73,7 +73,8 @@ def profile_key(model_digest: str, lowering: dict[str, Any], frames: int, thread
     return {"model_sha256": model_digest, "lowering_resolved": lowering, "frames": int(frames),
             "backend": "cpu", "sched": False, "threads": int(threads), "repeat": int(repeat),
             "kzlab": v.get("kzlab"), "ggml": v.get("ggml"), "ggml_python": v.get("ggml_python"),
-            "ggml_cpu_libm": v.get("ggml_cpu_libm"), "graph_code": graph_code_digest(), "cpu": cpu_name("unknown")}
+            "ggml_cpu_libm": v.get("ggml_cpu_libm"), "ggml_llamafile": v.get("ggml_llamafile"),
+            "graph_code": graph_code_digest(), "cpu": cpu_name("unknown")}
 
 
 def _path(key: dict[str, Any]) -> Path:

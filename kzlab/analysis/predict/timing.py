@@ -349,6 +349,7 @@ def predict(
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)
     factor = {kind: _nominal_cpu_factor(cpu_term, kind, params) for kind in ("other", "mm", "libm")}
+    libm_nodes = measured_libm_nodes(prof) if cpu_term.libm else set()
     used_perf: set[str] = set()
     used: set[str] = set()  # the parameters an answer rested on: only those are listed
     rows = []
@@ -369,11 +370,12 @@ def predict(
             base = times[(name, occurrence)] * norm
             node_cpu.append(base)
             cm.cpu_ms.append(base)
+            libm = (name, occurrence) in libm_nodes
             cm.cpu_mm.append(op == "MUL_MAT")
-            cm.cpu_libm.append(op in LIBM_OPS)
+            cm.cpu_libm.append(libm)
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
-            t, how = base * factor[_cpu_kind(op)], "cpu profile"
+            t, how = base * factor["libm" if libm else _cpu_kind(op)], "cpu profile"
         elif op in VIEW_OPS:
             node_cpu.append(0.0)
             t, how = 0.0, "view"
@@ -499,7 +501,7 @@ def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: d
 
 
 def _cpu_kind(op: str) -> str:
-    return "mm" if op == "MUL_MAT" else "libm" if op in LIBM_OPS else "other"
+    return "mm" if op == "MUL_MAT" else "other"
 
 
 def _nominal_cpu_factor(term: CpuTerm, kind: str, params: list[Parameter]) -> float:
@@ -508,6 +510,20 @@ def _nominal_cpu_factor(term: CpuTerm, kind: str, params: list[Parameter]) -> fl
     values = {p.name: p.value for p in params}
     s, k, j = term.factors(values.__getitem__, 1.0)
     return s * {"mm": k, "libm": j}.get(kind, 1.0)
+
+
+def measured_libm_nodes(prof: dict[str, Any]) -> set[tuple[str, int]]:
+    """(name, occurrence) of a profile's libm-op nodes (LIBM_OPS) timed alone: only their times measure the libm
+    this machine's ggml calls. A node sharing its stretch with others (`timing: "apportioned"`) has a share of the
+    stretch's time from a cost model that does not know the libm, so a skew would scale a guess."""
+    out: set[tuple[str, int]] = set()
+    seen: dict[str, int] = {}
+    for n in prof["nodes"]:
+        k = seen.get(n["name"], 0)
+        seen[n["name"]] = k + 1
+        if n.get("op") in LIBM_OPS and n.get("timing", "measured") == "measured":
+            out.add((n["name"], k))
+    return out
 
 
 def profile_libm(prof: dict[str, Any]) -> str:
@@ -526,12 +542,18 @@ def _libm_skew(term: CpuTerm, prof: dict[str, Any], baseline_profile: Any, perf:
     if "scalar" not in hosts or profile_libm(prof) != "libmvec" or skew is None:
         return
     base = read_profile(baseline_profile) if baseline_profile is not None else prof
-    _, wall, total = cpu_times(base)
-    libm_ms = sum(float(n["time_ms"]) for n in base["nodes"] if n.get("op") in LIBM_OPS) * wall / total
+    times, wall, total = cpu_times(base)
+    libm_ms = sum(times[k] for k in measured_libm_nodes(base)) * wall / total
     term.libm, term.profile_libm_ms = skew.name, libm_ms
     params.append(skew)
     ops = sorted({n["op"] for n in prof["nodes"] if n.get("op") in LIBM_OPS})
-    if ops:
+    apportioned = sorted({n["op"] for n in prof["nodes"] if n.get("op") in LIBM_OPS
+                          and n.get("timing", "measured") != "measured"})
+    if apportioned:
+        notes.append(f"the CPU profile's {', '.join(apportioned)} times are apportioned shares of longer stretches "
+                     f"(a cost model's, not this machine's libm): those nodes are taken as profiled, without "
+                     f"{skew.name}; profile with granularity='node' to time them alone")
+    if ops and len(apportioned) < len(ops):
         span = f" [{skew.low:g}-{skew.high:g}]" if skew.low is not None and skew.high is not None else ""
         notes.append(f"this machine's ggml calls glibc's vector libm and the device's CPU a scalar one: the CPU's "
                      f"{', '.join(ops)} nodes are taken x{skew.value:g}{span} ({skew.name})")

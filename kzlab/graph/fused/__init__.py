@@ -30,13 +30,13 @@ ggml runs a kernel on each of its threads with (ith, nth); each thread takes a r
 numpy releases the GIL inside its loops and BLAS calls, so the threads overlap. An exception in a kernel
 cannot cross ggml's C frames: it is recorded and raised by `after_compute()` once the graph returns.
 
-Why the ConvNeXt block (depthwise conv, LayerNorm, pointwise MLP with the exact GELU, gamma, residual):
-ggml 0.15.3 computes GELU_ERF with an `erff` call per element, scalar unless the build vectorises libm calls
-(14-18 % of a WavTokenizer decode at 750 frames when scalar; with libmvec the ops are faster than this node and
-`dwmlp="auto"` leaves the blocks to them), and between its two products the block's ops are passes over [T, 4C] and [T, C] tensors. The fused
-node runs each thread's frames in tiles: the depthwise taps, the LayerNorm, the first product (numpy's BLAS),
-a vectorised exact GELU (erf to 1.5e-7, `kernels.gelu_erf`), the second product, gamma and the residual,
-then writes the tile once.
+Why the ConvNeXt block (depthwise conv, LayerNorm, pointwise MLP with the exact GELU, gamma, residual): ggml 0.15.3
+computes GELU_ERF with an `erff` call per element, scalar unless the build vectorises libm calls (14-18 % of a
+WavTokenizer decode at 750 frames when scalar; with libmvec the ops are faster than this node and `dwmlp="auto"`
+leaves the blocks to them), and between its two products the block's ops are passes over [T, 4C] and [T, C]
+tensors. The fused node runs each thread's frames in tiles: the depthwise taps, the LayerNorm, the first product
+(numpy's BLAS), a vectorised exact GELU (erf to 1.5e-7, `kernels.gelu_erf`), the second product, gamma and the
+residual, then writes the tile once.
 
 Layout: `kernels.py` the numpy arithmetic (no ggml), `nodes.py` the ggml custom-op glue, `threads.py` the
 control of numpy's BLAS threads inside ggml's threads.

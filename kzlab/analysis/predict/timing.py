@@ -541,19 +541,20 @@ def _libm_skew(term: CpuTerm, prof: dict[str, Any], baseline_profile: Any, perf:
     skew = perf["cpu"].libm_skew if perf.get("cpu") is not None else None
     if "scalar" not in hosts or profile_libm(prof) != "libmvec" or skew is None:
         return
-    base = read_profile(baseline_profile) if baseline_profile is not None else prof
-    times, wall, total = cpu_times(base)
-    libm_ms = sum(times[k] for k in measured_libm_nodes(base)) * wall / total
-    term.libm, term.profile_libm_ms = skew.name, libm_ms
-    params.append(skew)
-    ops = sorted({n["op"] for n in prof["nodes"] if n.get("op") in LIBM_OPS})
-    apportioned = sorted({n["op"] for n in prof["nodes"] if n.get("op") in LIBM_OPS
-                          and n.get("timing", "measured") != "measured"})
+    libm = [n for n in prof["nodes"] if n.get("op") in LIBM_OPS]
+    apportioned = sorted({n["op"] for n in libm if n.get("timing", "measured") != "measured"})
+    timed = sorted({n["op"] for n in libm if n.get("timing", "measured") == "measured"})
     if apportioned:
         notes.append(f"the CPU profile's {', '.join(apportioned)} times are apportioned shares of longer stretches "
                      f"(a cost model's, not this machine's libm): those nodes are taken as profiled, without "
                      f"{skew.name}; profile with granularity='node' to time them alone")
-    if ops and len(apportioned) < len(ops):
-        span = f" [{skew.low:g}-{skew.high:g}]" if skew.low is not None and skew.high is not None else ""
-        notes.append(f"this machine's ggml calls glibc's vector libm and the device's CPU a scalar one: the CPU's "
-                     f"{', '.join(ops)} nodes are taken x{skew.value:g}{span} ({skew.name})")
+    if not timed:
+        return
+    base = read_profile(baseline_profile) if baseline_profile is not None else prof
+    times, wall, total = cpu_times(base)
+    term.libm = skew.name
+    term.profile_libm_ms = sum(times[k] for k in measured_libm_nodes(base)) * wall / total
+    params.append(skew)
+    span = f" [{skew.low:g}-{skew.high:g}]" if skew.low is not None and skew.high is not None else ""
+    notes.append(f"this machine's ggml calls glibc's vector libm and the device's CPU a scalar one: the CPU's "
+                 f"{', '.join(timed)} nodes timed alone are taken x{skew.value:g}{span} ({skew.name})")

@@ -45,14 +45,9 @@ class CpuTerm:
     libm: str = ""
     profile_libm_ms: float = 0.0  # the whole CPU profile's time in ops that call libm per element (LIBM_OPS)
 
-    def scale_skew(self, value: Callable[[str], Any], one: Any) -> tuple[Any, Any]:
-        """(scale of every CPU node, extra factor of its MUL_MATs); `value(name)` is a parameter's value, a number
-        or an array of draws, `one` the neutral factor of the same kind."""
-        s, k, _ = self.factors(value, one)
-        return s, k
-
     def factors(self, value: Callable[[str], Any], one: Any) -> tuple[Any, Any, Any]:
-        """(scale of every CPU node, extra factor of its MUL_MATs, extra factor of its libm ops)."""
+        """(scale of every CPU node, extra factor of its MUL_MATs, extra factor of its libm ops); `value(name)` is a
+        parameter's value, a number or an array of draws, `one` the neutral factor of the same kind."""
         k = value(self.skew) if self.skew else one
         j = value(self.libm) if self.libm else one
         if self.mode == "baseline":
@@ -61,6 +56,11 @@ class CpuTerm:
         if self.mode == "profile":
             return value(self.baseline), one, j
         return self.scale * one, one, j
+
+
+def cpu_node_factors(mm: np.ndarray, libm: np.ndarray, k: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """(draws x CPU nodes) factors besides the scale: k on the MUL_MATs, j on the libm ops, 1 elsewhere."""
+    return np.where(mm[None, :], k[:, None], np.where(libm[None, :], j[:, None], 1.0))
 
 
 @dataclass
@@ -210,8 +210,7 @@ class CostModel:
             add(theta[:, col[c_p]][:, None] * t, rows)
         if c.cpu is not None:  # CPU nodes
             base = c.cpu.values[0]
-            f = np.where(c.cpu_mm[None, :], k[:, None], np.where(c.cpu_libm[None, :], j[:, None], 1.0))
-            add(s[:, None] * f * base[None, :], c.cpu)
+            add(s[:, None] * cpu_node_factors(c.cpu_mm, c.cpu_libm, k, j) * base[None, :], c.cpu)
         for (rate_p, bw_p, launch_p), rows in c.roof:  # roofline nodes: each group reads three columns
             flops, nbytes = rows.values
             rate, bw, launch = theta[:, col[rate_p]], theta[:, col[bw_p]], theta[:, col[launch_p]]

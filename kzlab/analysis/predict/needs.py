@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kzlab.analysis.predict.costs import CostModel
+from kzlab.analysis.predict.costs import CostModel, cpu_node_factors
 from kzlab.analysis.predict.draws import Draws
 
 GOAL = 0.5
@@ -107,12 +107,8 @@ def cpu_floor(cost: CostModel, draws: Draws, nodes: list[Any], device: str | Non
     if cost.cpu_ms:
         col = {n: i for i, n in enumerate(draws.names)}
         s, k, j = cost.cpu.factors(lambda n: draws.theta[:, col[n]], np.ones(len(draws)))
-        base = np.asarray(cost.cpu_ms)
-        mm = np.asarray(cost.cpu_mm, dtype=bool)
-        lm = np.asarray(cost.cpu_libm, dtype=bool) & ~mm
-        rest = base[~mm & ~lm].sum()
-        floor = float(np.median(s * ((k[:, None] * base[None, mm]).sum(axis=1)
-                                     + (j[:, None] * base[None, lm]).sum(axis=1) + rest)))
+        f = cpu_node_factors(np.asarray(cost.cpu_mm, dtype=bool), np.asarray(cost.cpu_libm, dtype=bool), k, j)
+        floor = float(np.median(s * (f * np.asarray(cost.cpu_ms)[None, :]).sum(axis=1)))
     else:
         floor = 0.0
     by_op: dict[str, dict[str, Any]] = defaultdict(lambda: {"nodes": 0, "reasons": []})

@@ -168,15 +168,19 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
         )
 
 
-def cpu_times(profile: dict[str, Any]) -> tuple[dict[tuple[str, int], float], float, float]:
-    """((node name, occurrence) -> ms, the profile's plain wall ms, the sum of its node times). Names are
-    keyed with their occurrence count: a graph may name two glue nodes alike."""
-    times: dict[tuple[str, int], float] = {}
+def keyed_nodes(profile: dict[str, Any]) -> Iterable[tuple[tuple[str, int], dict[str, Any]]]:
+    """A profile's nodes with their keys, (node name, occurrence): a graph may name two glue nodes alike."""
     seen: dict[str, int] = {}
     for n in profile["nodes"]:
         k = seen.get(n["name"], 0)
         seen[n["name"]] = k + 1
-        times[(n["name"], k)] = float(n["time_ms"])
+        yield (n["name"], k), n
+
+
+def cpu_times(profile: dict[str, Any]) -> tuple[dict[tuple[str, int], float], float, float]:
+    """((node name, occurrence) -> ms, the profile's plain wall ms, the sum of its node times). Names are
+    keyed with their occurrence count: a graph may name two glue nodes alike."""
+    times = {key: float(n["time_ms"]) for key, n in keyed_nodes(profile)}
     wall = float(profile.get("wall_ms") or 0.0)
     total = float(sum(times.values()))
     if wall <= 0 or total <= 0:
@@ -331,6 +335,7 @@ def predict(
     params: list[Parameter] = list(extra_parameters)
     notes: list[str] = []
     times, norm = None, 1.0
+    libm_nodes: set[tuple[str, int]] = set()  # the CPU nodes that take the libm skew
     cpu_term = CpuTerm("fixed")
     if cpu_profile is not None:
         prof = read_profile(cpu_profile)
@@ -344,12 +349,11 @@ def predict(
             notes.append(f"the cpu profile ran on {prof['config'].get('backend_label')}, not on the plain CPU")
         cpu_term = _cpu_term(prof, wall, norm, perf.get("cpu"), cpu_scale, cpu_baseline_ms, params,
                              cpu_baseline_profile, cpu_baseline_spread)
-        _libm_skew(cpu_term, prof, cpu_baseline_profile, perf, params, notes)
+        libm_nodes = _libm_skew(cpu_term, prof, cpu_baseline_profile, perf, params, notes)
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)
     factor = {kind: _nominal_cpu_factor(cpu_term, kind, params) for kind in ("other", "mm", "libm")}
-    libm_nodes = measured_libm_nodes(prof) if cpu_term.libm else set()
     used_perf: set[str] = set()
     used: set[str] = set()  # the parameters an answer rested on: only those are listed
     rows = []
@@ -375,7 +379,7 @@ def predict(
             cm.cpu_libm.append(libm)
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
-            t, how = base * factor["libm" if libm else _cpu_kind(op)], "cpu profile"
+            t, how = base * factor["libm" if libm else "mm" if op == "MUL_MAT" else "other"], "cpu profile"
         elif op in VIEW_OPS:
             node_cpu.append(0.0)
             t, how = 0.0, "view"
@@ -500,13 +504,9 @@ def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: d
         split_rows[i + 1]["contention_ms"] = p.contention.value * min(scale * t, p.spin_ms.value)
 
 
-def _cpu_kind(op: str) -> str:
-    return "mm" if op == "MUL_MAT" else "other"
-
-
 def _nominal_cpu_factor(term: CpuTerm, kind: str, params: list[Parameter]) -> float:
-    """A CPU node's factor at the parameters' stated values (the cost model's formula, at one point); `kind` as
-    `_cpu_kind` says."""
+    """A CPU node's factor at the parameters' stated values (the cost model's formula, at one point); `kind`:
+    "mm" (a MUL_MAT), "libm" (a libm op that takes the skew) or "other"."""
     values = {p.name: p.value for p in params}
     s, k, j = term.factors(values.__getitem__, 1.0)
     return s * {"mm": k, "libm": j}.get(kind, 1.0)
@@ -516,14 +516,11 @@ def measured_libm_nodes(prof: dict[str, Any]) -> set[tuple[str, int]]:
     """(name, occurrence) of a profile's libm-op nodes (LIBM_OPS) timed alone: only their times measure the libm
     this machine's ggml calls. A node sharing its stretch with others (`timing: "apportioned"`) has a share of the
     stretch's time from a cost model that does not know the libm, so a skew would scale a guess."""
-    out: set[tuple[str, int]] = set()
-    seen: dict[str, int] = {}
-    for n in prof["nodes"]:
-        k = seen.get(n["name"], 0)
-        seen[n["name"]] = k + 1
-        if n.get("op") in LIBM_OPS and n.get("timing", "measured") == "measured":
-            out.add((n["name"], k))
-    return out
+    return {key for key, n in keyed_nodes(prof) if n.get("op") in LIBM_OPS and _timed_alone(n)}
+
+
+def _timed_alone(node: dict[str, Any]) -> bool:
+    return node.get("timing", "measured") == "measured"
 
 
 def profile_libm(prof: dict[str, Any]) -> str:
@@ -533,23 +530,24 @@ def profile_libm(prof: dict[str, Any]) -> str:
 
 
 def _libm_skew(term: CpuTerm, prof: dict[str, Any], baseline_profile: Any, perf: dict[str, BackendPerf],
-               params: list[Parameter], notes: list[str]) -> None:
+               params: list[Parameter], notes: list[str]) -> set[tuple[str, int]]:
     """Where a device says its host CPU calls libm per element and the CPU profile came from a ggml that calls
     glibc's vector libm, the profile's libm ops (LIBM_OPS) are many times faster than the device's CPU would run
-    them: their times take the CPU's `libm_skew` (a total the CPU-only baseline gives stays reproduced)."""
+    them: their times take the CPU's `libm_skew` (a total the CPU-only baseline gives stays reproduced). Returns
+    the keys of `prof`'s nodes that take it (none where it does not apply)."""
     hosts = {p.host_libm for k, p in perf.items() if k != "cpu" and p.host_libm}
     skew = perf["cpu"].libm_skew if perf.get("cpu") is not None else None
     if "scalar" not in hosts or profile_libm(prof) != "libmvec" or skew is None:
-        return
+        return set()
     libm = [n for n in prof["nodes"] if n.get("op") in LIBM_OPS]
-    apportioned = sorted({n["op"] for n in libm if n.get("timing", "measured") != "measured"})
-    timed = sorted({n["op"] for n in libm if n.get("timing", "measured") == "measured"})
+    apportioned = sorted({n["op"] for n in libm if not _timed_alone(n)})
+    timed = sorted({n["op"] for n in libm if _timed_alone(n)})
     if apportioned:
         notes.append(f"the CPU profile's {', '.join(apportioned)} times are apportioned shares of longer stretches "
                      f"(a cost model's, not this machine's libm): those nodes are taken as profiled, without "
                      f"{skew.name}; profile with granularity='node' to time them alone")
     if not timed:
-        return
+        return set()
     base = read_profile(baseline_profile) if baseline_profile is not None else prof
     times, wall, total = cpu_times(base)
     term.libm = skew.name
@@ -558,3 +556,4 @@ def _libm_skew(term: CpuTerm, prof: dict[str, Any], baseline_profile: Any, perf:
     span = f" [{skew.low:g}-{skew.high:g}]" if skew.low is not None and skew.high is not None else ""
     notes.append(f"this machine's ggml calls glibc's vector libm and the device's CPU a scalar one: the CPU's "
                  f"{', '.join(timed)} nodes timed alone are taken x{skew.value:g}{span} ({skew.name})")
+    return measured_libm_nodes(prof)

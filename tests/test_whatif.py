@@ -178,7 +178,6 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
     import copy
 
     from kzlab.analysis.predict.parameters import LIBM_OPS
-    from kzlab.analysis.profile_cache import cached_cpu_profile
 
     low = kzlab.Lowering(mode="portable")
     # every node timed alone: a libm op's time then measures this machine's libm
@@ -214,9 +213,12 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
     whole = s * (k * t.profile_mm_ms + j * t.profile_libm_ms + t.profile_rest_ms - t.profile_libm_ms)
     assert whole == pytest.approx(1000.0, rel=1e-9)
     assert cpu_only.nominal_ms == pytest.approx(1000.0, abs=0.1)  # plus the one CPU split's start (sync_us)
-    # a profile whose libm ops share their stretches: their times are a cost model's shares, taken as they are
-    shared, _ = cached_cpu_profile(model, FRAMES, low, threads=1)
-    assert all(n["timing"] == "apportioned" for n in shared["nodes"] if n["op"] == "SIN")
+    # a profile whose libm ops share their stretches (as granularity="auto" may time them, depending on the
+    # machine): their times are a cost model's shares, taken as they are
+    shared = copy.deepcopy(prof)
+    for n in shared["nodes"]:
+        if n["op"] in LIBM_OPS:
+            n["timing"] = "apportioned"
     guessed = run("libmvec", base=shared)
     assert not guessed.costs.cpu.libm and "CPU.libm_skew" not in {q.name for q in guessed.parameters}
     assert any("apportioned" in n and "SIN" in n for n in guessed.notes)

@@ -123,6 +123,53 @@ def test_roofline_of_a_device_node():
         backend_perf("HTP", {"flops": 1}, "test")
 
 
+RPC_SET = [("RPC", "rpc", "RPC"), ("CPU", "cpu", "CPU")]
+
+
+def test_a_cpu_server_behind_rpc_is_priced_from_the_cpu_profile(model, cpu_profile):
+    """An RPC server computes with ggml-cpu's kernels: its nodes take the CPU profile's time for the same node x
+    RPC.cpu_relative, which the totals are linear in; without a profile, or with one of another backend, the
+    roofline (and a note saying why)."""
+    from kzlab.analysis.predict.calibrate import calibrate
+
+    free = {"sync_us": 0.0, "copy_gbs": 1e9, "source": "a test"}  # no split costs: only the nodes remain
+
+    def run(profile, **perf):
+        return kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, backends=RPC_SET, weights_on="RPC",
+                              predict={"cpu_profile": profile, "perf": {"RPC": {**free, **perf}}}).predicted
+
+    one, two = run(cpu_profile, cpu_relative=1.0), run(cpu_profile, cpu_relative=2.0)
+    rel = [r for r in one.nodes if r["backend"] == "RPC" and r["how"] != "view"]
+    assert rel and {r["how"] for r in rel} == {"cpu profile x RPC.cpu_relative"}
+    assert one.costs.to_dict()["roofline_nodes"] == 0
+    # every node at its profiled time: the profile's wall; at 2, the server's nodes count twice
+    assert one.nominal_ms == pytest.approx(cpu_profile.wall_ms, rel=1e-6)
+    server = sum(r["ms"] for r in rel)
+    assert two.nominal_ms == pytest.approx(cpu_profile.wall_ms + server, rel=1e-6)
+    # drawn: the profile's own spread scales the server's nodes as it scales the CPU's
+    sp = next(q for q in one.parameters if q.name == "cpu.profile_spread")
+    assert sp.low * one.nominal_ms - 1e-9 <= one.range["min"] <= one.range["max"] <= sp.high * one.nominal_ms + 1e-9
+    drawn = run(cpu_profile, cpu_relative={"value": 1.0, "low": 0.5, "high": 2.0})
+    cpu_ms = one.nominal_ms - server
+    assert sp.low * (cpu_ms + 0.5 * server) - 1e-9 <= drawn.range["min"] < drawn.range["max"] \
+        <= sp.high * (cpu_ms + 2 * server) + 1e-9
+    assert drawn.range["max"] - drawn.range["min"] > one.range["max"] - one.range["min"]
+    assert "RPC.cpu_relative" in {q.name for q in drawn.parameters}
+    # no profile: the roofline; a profile of the CPU with BLAS: its products are not ggml-cpu's
+    plain = kzlab.simulate(model, frames=FRAMES, lowering=PORTABLE, backends=RPC_SET, weights_on="RPC",
+                           predict=True).predicted
+    assert "roofline" in {r["how"] for r in plain.nodes}
+    blas = cpu_profile.to_dict()
+    blas["config"] = {**blas["config"], "backend": ["blas", "cpu"], "backend_label": "BLAS+CPU"}
+    other = run(blas, cpu_relative=1.0)
+    assert "roofline" in {r["how"] for r in other.nodes} and any("not on the plain CPU" in n for n in other.notes)
+    # a point fit of the factor reproduces a measured total
+    cal = calibrate(model, {"cpu": 40.0, "rpc": 55.0}, cpu_profile, FRAMES, PORTABLE, fit="cpu_relative",
+                    weights_on="rpc")
+    assert [p.name for p in cal.fitted] == ["RPC.cpu_relative"]
+    assert all(abs(e) < 1e-6 for e in cal.errors().values()), cal.errors()
+
+
 @pytest.mark.parametrize("pair", ["blas", "rpc"])
 def test_memory_is_what_the_real_scheduler_reserves(model, pair):
     """The compute buffers measured for a simulated placement equal the real scheduler's (same graph, same

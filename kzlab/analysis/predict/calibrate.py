@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kzlab.analysis.predict.parameters import DEFAULTS, Parameter
+from kzlab.analysis.predict.parameters import UNITS, Parameter
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
-FITTABLE = ("sync_us", "copy_gbs", "gflops")
+FITTABLE = ("sync_us", "copy_gbs", "gflops", "cpu_relative")
+#: the fitted values the totals are linear in (a least-squares solve from two evaluations), with those two points
+LINEAR = {"sync_us": (0.0, 1000.0), "cpu_relative": (1.0, 2.0)}
 CPU_KEYS = ("cpu", "cpu-only")
 
 
@@ -165,14 +167,20 @@ def calibrate(
         return sum(p - t for p, t in zip(total_with(v), target, strict=True))
 
     notes: list[str] = []
-    if fit == "sync_us":  # the totals are linear in the per-split cost: two evaluations, a least-squares solve
-        t0, t1 = total_with(0.0), total_with(1000.0)
-        slopes = [(b - a) / 1000.0 for a, b in zip(t0, t1, strict=True)]
+    if fit in LINEAR:  # the totals are linear in a per-split cost or a factor on the CPU's node times
+        x0, x1 = LINEAR[fit]
+        t0, t1 = total_with(x0), total_with(x1)
+        slopes = [(b - a) / (x1 - x0) for a, b in zip(t0, t1, strict=True)]
         denom = sum(k * k for k in slopes)
         if denom == 0:
-            raise InvalidInputError("the device configurations have no split on the device: sync_us cannot be fitted")
-        value = sum(k * (m - a) for k, m, a in zip(slopes, target, t0, strict=True)) / denom
-        if value < 0:
+            what = "no split on the device" if fit == "sync_us" else "no node priced from the CPU profile"
+            raise InvalidInputError(f"the device configurations have {what}: {fit} cannot be fitted")
+        value = x0 + sum(k * (m - a) for k, m, a in zip(slopes, target, t0, strict=True)) / denom
+        if value <= 0 and fit == "cpu_relative":
+            notes.append(f"even with the device's nodes free the model predicts more than measured; {fit} stays at "
+                         "1e-3 and the other terms (splits, copies) decide")
+            value = 1e-3
+        elif value < 0:
             notes.append(f"even with no per-split cost the model predicts more than measured; {fit} stays 0 and "
                          "the other terms (CPU fallbacks, copies) decide")
             value = 0.0
@@ -188,7 +196,7 @@ def calibrate(
             value = math.exp(_bisect(lambda x: loss(math.exp(x)), math.log(lo), math.log(hi), increasing=False))
     reproduced = dict(zip(devices, total_with(value), strict=True))
     cpu_total = run("cpu", {"cpu_scale": scale}).predicted.nominal_ms
-    unit = "GFLOP/s" if fit == "gflops" else DEFAULTS[fit][3]
+    unit = "GFLOP/s" if fit == "gflops" else UNITS[fit]
     fitted = [Parameter(f"{backend}.{fit}" + (".default" if fit == "gflops" else ""), value, unit, src)]
     # what the fitted profile leaves assumed
     from kzlab.analysis.predict.parameters import backend_perf

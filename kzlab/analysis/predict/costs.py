@@ -10,7 +10,9 @@ them apart (a calibration fits them jointly):
   reproduced for any `matmul_skew`, which moves time between the CPU's MUL_MATs and the rest, and any
   `libm_skew`, which does the same for the ops that call libm per element, when the device's CPU calls a scalar
   libm and this machine's ggml a vectorised one);
-- device nodes: a roofline max(FLOPs / rate(op, type), bytes / bandwidth) + a per-node dispatch (`launch_us`),
+- device nodes on a backend that computes with ggml-cpu's kernels (an RPC server's CPU backend, `cpu_relative`):
+  the host CPU's time for the same node, scaled as a CPU node is, x that factor;
+- other device nodes: a roofline max(FLOPs / rate(op, type), bytes / bandwidth) + a per-node dispatch (`launch_us`),
   or a measured op time x its spread;
 - splits: a per-split round trip (`sync_us`), input copies into a buffer that is not host-visible
   (`copy_gbs`), and cache maintenance of the bytes that cross a shared, non-coherent buffer (`cache_gbs`);
@@ -89,6 +91,7 @@ class _Compiled:
     cpu_libm: np.ndarray
     roof: list[tuple[tuple[str, str, str], _Rows]]
     meas: list[tuple[str, _Rows]]
+    rel: list[tuple[str, _Rows, np.ndarray, np.ndarray]]  # parameter, rows, MUL_MAT and libm flags
     splits: list[tuple[tuple[str, str], np.ndarray]]
     contention: list[tuple[tuple[str, str], _Rows]]
 
@@ -111,6 +114,12 @@ class _Compiled:
             idx = [i for i, x in enumerate(m.meas_p) if x == name]
             ms, stage, backend = pick(idx, m.meas_ms, m.meas_stage, m.meas_backend)
             meas.append((name, _Rows.of((ms,), stage, backend, ns, nb)))
+        rel = []
+        for name in dict.fromkeys(m.rel_p):
+            idx = [i for i, x in enumerate(m.rel_p) if x == name]
+            ms, mm, libm, stage, backend = pick(idx, m.rel_ms, m.rel_mm, m.rel_libm, m.rel_stage, m.rel_backend)
+            rel.append((name, _Rows.of((ms,), stage, backend, ns, nb), np.asarray(mm, dtype=bool),
+                        np.asarray(libm, dtype=bool)))
         splits: dict[tuple[str, str], np.ndarray] = {}
         for kind, amount, name, stage in m.split_terms:
             splits.setdefault((kind, name), np.zeros(ns))[stage] += amount
@@ -121,7 +130,7 @@ class _Compiled:
             ms, stage, backend = pick([i for i, x in enumerate(ckeys) if x == k], *cols)
             contention.append((k, _Rows.of((ms,), stage, backend, ns, nb)))
         return cls(key, cpu, np.asarray(m.cpu_mm, dtype=bool), np.asarray(m.cpu_libm, dtype=bool), roof, meas,
-                   list(splits.items()), contention)
+                   rel, list(splits.items()), contention)
 
 
 @dataclass
@@ -150,6 +159,13 @@ class CostModel:
     meas_p: list[str] = field(default_factory=list)
     meas_stage: list[int] = field(default_factory=list)
     meas_backend: list[int] = field(default_factory=list)
+    # device nodes priced as the host CPU's profiled time x the backend's cpu_relative (x the CPU's own factors)
+    rel_ms: list[float] = field(default_factory=list)
+    rel_mm: list[bool] = field(default_factory=list)
+    rel_libm: list[bool] = field(default_factory=list)
+    rel_p: list[str] = field(default_factory=list)
+    rel_stage: list[int] = field(default_factory=list)
+    rel_backend: list[int] = field(default_factory=list)
     # splits: (kind, amount, parameter, stage): kind sync (amount 1), copy or cache (amount bytes)
     split_terms: list[tuple[str, float, str, int]] = field(default_factory=list)
     # contention: (the next CPU split's profiled ms, its stage, its backend, contention parameter, spin parameter)
@@ -168,6 +184,7 @@ class CostModel:
 
     def parameter_names(self) -> set[str]:
         names = set(self.roof_rate_p) | set(self.roof_bw_p) | set(self.roof_launch_p) | set(self.meas_p)
+        names |= set(self.rel_p)
         names |= {t[2] for t in self.split_terms}
         names |= {n for t in self.contention_terms for n in t[3:]}
         names |= {n for n in (self.cpu.baseline, self.cpu.skew, self.cpu.libm) if n}
@@ -185,7 +202,7 @@ class CostModel:
     def _compiled(self) -> _Compiled:
         """The rows as arrays grouped by the parameters they read, built once (a calibration prices the same
         model for tens of thousands of draws, in batches)."""
-        key = (len(self.cpu_ms), len(self.roof_flops), len(self.meas_ms), len(self.split_terms),
+        key = (len(self.cpu_ms), len(self.roof_flops), len(self.meas_ms), len(self.rel_ms), len(self.split_terms),
                len(self.contention_terms), len(self.stages), len(self.backends))
         if self._cache is None or self._cache.key != key:
             self._cache = _Compiled.of(self, key)
@@ -218,6 +235,9 @@ class CostModel:
             add(t * 1e3 + launch[:, None] / 1e3, rows)
         for name, rows in c.meas:  # measured device nodes x their spread
             add(theta[:, col[name]][:, None] * rows.values[0][None, :], rows)
+        for name, rows, mm, libm in c.rel:  # device nodes at the host CPU's time x the backend's factor
+            f = (theta[:, col[name]] * s)[:, None] * cpu_node_factors(mm, libm, k, j)
+            add(f * rows.values[0][None, :], rows)
         out = {"sync": np.zeros(d), "copy": np.zeros(d), "cache": np.zeros(d)}
         for (kind, name), amounts in c.splits:  # per stage: splits (sync) or bytes (copy, cache)
             v = theta[:, col[name]]
@@ -234,5 +254,6 @@ class CostModel:
         """How many rows each term prices (for a reader of the JSON; the arrays stay in memory)."""
         kinds = {k: sum(1 for t in self.split_terms if t[0] == k) for k in ("sync", "copy", "cache")}
         return {"cpu_nodes": len(self.cpu_ms), "roofline_nodes": len(self.roof_flops),
-                "measured_nodes": len(self.meas_ms), "split_terms": kinds, "cpu_mode": self.cpu.mode,
+                "measured_nodes": len(self.meas_ms), "cpu_relative_nodes": len(self.rel_ms), "split_terms": kinds,
+                "cpu_mode": self.cpu.mode,
                 "contention_terms": len(self.contention_terms)}

@@ -50,6 +50,8 @@ MISSING_COST = {
     "matmul_skew": "the device CPU's products differ from this machine's by more than the range allows "
                    "(another kernel: i8mm, KleidiAI)",
     "measured_ops": "ops that run slower in a decode than when timed alone (cold caches, contention)",
+    "cpu_relative": "a server whose CPU backend runs the graph unlike the host CPU's profile (another thread count, "
+                    "other cores, another ggml build)",
 }
 
 

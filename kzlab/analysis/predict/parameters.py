@@ -77,7 +77,7 @@ def observed_spread(values: Any) -> float | None:
 
 
 RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew", "libm_skew",
-               "spin_ms", "contention")
+               "spin_ms", "contention", "cpu_relative")
 PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance",
              "host_libm"}
 #: the ggml ops whose CPU kernels call libm once per element (ggml-cpu/vec.h 0.15.3: logf line 872, sinf 878,
@@ -89,7 +89,9 @@ HOST_LIBM_CHOICES = ("scalar", "libmvec")
 MEMORY_KEYS = {"source", "budget_bytes"}
 RANGE_KEYS = {"value", "low", "high", "source", "public", "public_source"}
 UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x", "libm_skew": "x", "spin_ms": "ms",
-                                                   "contention": "x"}
+                                                   "contention": "x", "cpu_relative": "x"}
+#: the ranged values that are factors or times > 0 (the others may be 0)
+POSITIVE_KEYS = ("matmul_skew", "libm_skew", "spin_ms", "contention", "cpu_relative")
 
 
 @dataclass
@@ -223,6 +225,10 @@ class BackendPerf:
     #: split that follows runs slower by `contention` for at most `spin_ms` (both None: no such cost)
     spin_ms: Parameter | None = None
     contention: Parameter | None = None
+    #: a backend that computes with ggml-cpu's kernels (an RPC server's CPU backend): a node on it takes the host
+    #: CPU's time for the same node (the CPU profile, scaled as the CPU's nodes are) x this factor, where a CPU
+    #: profile of the graph is given; the roofline otherwise (None: always the roofline)
+    cpu_relative: Parameter | None = None
     #: copies into this backend's buffer are free when the buffer is host-visible (the profile says so)
     host_visible_copies: bool = False
     #: the bytes crossing between this backend and the CPU pay cache maintenance (shared, non-coherent buffers)
@@ -244,7 +250,7 @@ class BackendPerf:
     def parameters(self) -> list[Parameter]:
         out = list(self.gflops.values()) + list(self.bandwidth.values())
         fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew,
-                 self.libm_skew, self.spin_ms, self.contention)
+                 self.libm_skew, self.spin_ms, self.contention, self.cpu_relative)
         out += [p for p in fixed if p is not None]
         return out
 
@@ -298,8 +304,7 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
         unit = UNITS[key]
         if key in perf:
             p = ranged(perf[key], f"{backend}.{key}", unit, sources.get(key, src), key, where,
-                       positive=key.endswith("gbs") or key in ("matmul_skew", "libm_skew", "spin_ms",
-                                                               "contention"))
+                       positive=key.endswith("gbs") or key in POSITIVE_KEYS)
         elif key in DEFAULTS:
             v, lo, hi, unit = DEFAULTS[key]
             p = Parameter(f"{backend}.{key}", v, unit, DEFAULT_SOURCE, lo, hi)

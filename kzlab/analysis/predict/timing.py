@@ -353,6 +353,7 @@ def predict(
     elif cpu_scale is not None or cpu_baseline_ms is not None:
         raise InvalidInputError("cpu_scale / cpu_baseline_ms scale a cpu profile: give cpu_profile too")
     cm = CostModel([], [], cpu_term)
+    relative_ok = _relative_ok(prof if times is not None else None, perf, notes)
     factor = {kind: _nominal_cpu_factor(cpu_term, kind, params) for kind in ("other", "mm", "libm")}
     used_perf: set[str] = set()
     used: set[str] = set()  # the parameters an answer rested on: only those are listed
@@ -380,6 +381,25 @@ def predict(
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
             t, how = base * factor["libm" if libm else "mm" if op == "MUL_MAT" else "other"], "cpu profile"
+        elif (rel := _relative_perf(b, n, perf, measured) if relative_ok else None) is not None:
+            # a backend that computes with ggml-cpu's kernels: the host CPU's time for this node (a view's share
+            # too, as on the CPU) x the backend's factor
+            node_cpu.append(0.0)
+            if (name, occurrence) not in times:
+                missing.append(name)
+                continue
+            used_perf.add(b if b in perf else b.lower())
+            used.add(rel.name)
+            base = times[(name, occurrence)] * norm
+            libm = (name, occurrence) in libm_nodes
+            cm.rel_ms.append(base)
+            cm.rel_mm.append(op == "MUL_MAT")
+            cm.rel_libm.append(libm)
+            cm.rel_p.append(rel.name)
+            cm.rel_stage.append(si)
+            cm.rel_backend.append(bi)
+            t = base * factor["libm" if libm else "mm" if op == "MUL_MAT" else "other"] * rel.value
+            how = f"cpu profile x {rel.name}"
         elif op in VIEW_OPS:
             node_cpu.append(0.0)
             t, how = 0.0, "view"
@@ -390,9 +410,9 @@ def predict(
                 raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
             used_perf.add(key)
             fn = (measured or {}).get(key) or (measured or {}).get(b)
-            t, how = device_node_ms(n, perf[key], fn, used)
+            pf = perf[key]
+            t, how = device_node_ms(n, pf, fn, used)
             if how == "roofline":
-                pf = perf[key]
                 cm.roof_flops.append(float(field_of(n, "flops", 0)))
                 cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
                 cm.roof_rate_p.append(pf.rate(op, _type_of(n), field_of(n, "path", "") or "").name)
@@ -474,6 +494,30 @@ def predict(
                                                                + s.get("contention_ms", 0.0) for s in split_rows))
     pred.apply(space.sample(draws, seed))
     return pred
+
+
+def _relative_perf(b: str, node: Any, perf: dict[str, BackendPerf], measured: dict[str, Any] | None) -> Any:
+    """The `cpu_relative` parameter of backend `b` when its node `node` is priced from the CPU profile: the backend
+    has one and no measured op row covers the node (measured rows come first); else None."""
+    key = b if b in perf else b.lower()
+    pf = perf.get(key)
+    if pf is None or pf.cpu_relative is None:
+        return None
+    fn = (measured or {}).get(key) or (measured or {}).get(b)
+    return pf.cpu_relative if fn is None or field_of(node, "op") in VIEW_OPS or fn(node) is None else None
+
+
+def _relative_ok(prof: dict[str, Any] | None, perf: dict[str, BackendPerf], notes: list[str]) -> bool:
+    """Whether a backend with `cpu_relative` (one that computes with ggml-cpu's kernels) can take its nodes' times
+    from the CPU profile: only from a profile of the plain CPU (a BLAS profile's products are not ggml-cpu's)."""
+    rel = sorted(p.backend for k, p in perf.items() if k not in CPU_NAMES and p.cpu_relative is not None)
+    if not rel or prof is None:
+        return False
+    if prof["config"].get("backend") in (["cpu"], "cpu"):
+        return True
+    notes.append(f"{', '.join(rel)}: priced by the roofline, not relative to the CPU profile: the profile ran on "
+                 f"{prof['config'].get('backend_label')}, not on the plain CPU whose kernels the backend runs")
+    return False
 
 
 def _contention(cm: CostModel, splits: list[Any], node_cpu: list[float], perf: dict[str, BackendPerf],

@@ -121,6 +121,7 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
             ("kzlab snake=folded (auto)", args.f32, {"lowering": Lowering(snake="folded"), "backend": "auto"}),
             ("kzlab f16 file (auto)", args.f16, {"lowering": Lowering(), "backend": "auto"}),
             ("kzlab conv_src1=data (auto)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "auto"}),
+            ("kzlab unitconv=direct (auto)", args.f32, {"lowering": Lowering(unitconv="direct"), "backend": "auto"}),
         ]
     if args.llamacpp:
         rows.append((f"kzlab default ({auto}), llama.cpp's mmproj file", args.llamacpp,

@@ -69,6 +69,53 @@ def test_unit_tiles_match_the_plain_unit(dilation, tile):
     assert np.abs(y2 - want).max() < tol
 
 
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_winograd_matrices_compute_the_correlation_exactly(m):
+    """F(m, 7) from the Toom-Cook construction: m outputs of a 7-tap correlation from m + 6 products, exact up to
+    float64 rounding; a weight of another tap count is refused."""
+    at, g, bt = fused.winograd.matrices(m)
+    n = m + 6
+    assert at.shape == (m, n) and g.shape == (n, 7) and bt.shape == (n, n)
+    assert np.abs(bt).max(axis=1) == pytest.approx(np.ones(n))  # rows scaled to a largest entry of 1
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        z, w = rng.standard_normal(n), rng.standard_normal(7)
+        want = [z[r : r + 7] @ w for r in range(m)]
+        assert at @ ((g @ w) * (bt @ z)) == pytest.approx(want, abs=1e-12 * np.abs(z).sum() * np.abs(w).sum())
+    with pytest.raises(ValueError, match="7 taps"):
+        fused.winograd.transform_weights(np.zeros((3, 4, 4), np.float32), m)
+
+
+def winograd_growth(m: int) -> float:
+    """How much larger than the direct sum's terms Winograd's F(m, 7) terms can be: the largest sum over taps and
+    inputs of |A^T| |G| |B^T| for one output, over the direct sum's 7 terms (what a float32 error bound scales by)."""
+    at, g, bt = fused.winograd.matrices(m)
+    return float(np.einsum("mp,pk,pi->mki", np.abs(at), np.abs(g), np.abs(bt)).sum(axis=(1, 2)).max() / 7)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("dilation", [1, 3, 9])
+@pytest.mark.parametrize("tile", [5, 64, 1000])
+def test_winograd_unit_tiles_match_the_plain_unit(m, dilation, tile):
+    """The unit with its conv by Winograd's F(m, 7): tiles rounded to whole blocks of m x dilation frames, a padded
+    last block, ranges that start mid-signal and a channels-first input, against the float64 unit."""
+    rng = np.random.default_rng(dilation * 100 + tile + m)
+    T, C, K = 157, 12, 7
+    p = unit_params(C, K, rng)
+    pw = {**p, "conv1.weight": fused.winograd.transform_weights(p["conv1.weight"], m)}
+    x = rng.standard_normal((T, C)).astype(np.float32)
+    want = reference_unit(x, p, dilation)
+    # the direct form's bound (test_unit_tiles_match_the_plain_unit), its conv terms up to winograd_growth() larger,
+    # with 2 (m + 6) more roundings a term (the input and output transforms)
+    eps = np.finfo(np.float32).eps
+    tol = 4 * (winograd_growth(m) * (K * C + 2 * (m + 6)) + C) * eps * float(np.abs(want).max())
+    for split in (70, 71):  # a share starting on and off a block boundary
+        y = np.full((T, C), np.nan, np.float32)
+        fused.unit_rows(x, y, pw, dilation, 0, split, tile, winograd=True)
+        fused.unit_rows(np.ascontiguousarray(x.T).T, y, pw, dilation, split, T, tile, winograd=True)
+        assert np.abs(y - want).max() < tol
+
+
 def test_unit_tile_rows_bounds():
     assert fused.unit_tile_rows(96) == fused.UNIT_TILE_BYTES // (4 * 96)
     assert fused.unit_tile_rows(1) == fused.UNIT_MAX_ROWS
@@ -95,6 +142,20 @@ def test_auto_fuses_only_what_the_other_options_leave_alone():
         Lowering(convt="fused", snake="raw")
     # asked for explicitly, it overrides the conv and snake options inside the units
     assert Lowering(resunit="fused", conv="ktap").resolved(cpu_only=True).resunit == "fused"
+    # the units' conv: Winograd's where they are fused, the ggml ops' own elsewhere; asked for without a fused
+    # unit, refused
+    assert Lowering().resolve(cpu_only=True).unitconv == "winograd"
+    assert Lowering(unitconv="direct").resolve(cpu_only=True).unitconv == "direct"
+    assert Lowering().resolve(cpu_only=False).unitconv == "direct"
+    assert Lowering(conv="ktap").resolve(cpu_only=True).unitconv == "direct"
+    assert "unitconv=winograd" in Lowering().resolve(cpu_only=True).label()
+    with pytest.raises(InvalidOptionError, match="unitconv='winograd'.*resunit='ops'"):
+        Lowering(unitconv="winograd", conv="ktap").resolve(cpu_only=True)
+    with pytest.raises(InvalidOptionError, match="unitconv='winograd'"):
+        Lowering(unitconv="winograd").resolve(cpu_only=False)
+    assert Lowering(unitconv="winograd", resunit="fused", mode="fast").portable().resolve(False).unitconv == "direct"
+    with pytest.raises(InvalidOptionError, match="unitconv"):
+        Lowering(unitconv="fft")
     with pytest.raises(InvalidOptionError, match="resunit"):
         Lowering(resunit="yes")
 
@@ -147,12 +208,18 @@ def test_threads_share_the_frames_evenly_in_tiles_of_at_most_tile(T, tile, nth):
 @pytest.mark.parametrize("backend", ["cpu", "blas", ["blas", "cpu"]], ids=["cpu", "blas", "sched-blas-cpu"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_units_decode_like_upstream(tiny, codes, ref, backend, threads):
-    lowerings = [Lowering(), Lowering(resunit="fused", snake="raw", conv="ktap", convt="direct")]
+    lowerings = [Lowering(), Lowering(resunit="fused", snake="raw", conv="ktap", convt="direct"),
+                 Lowering(unitconv="direct")]
+    wavs = []
     for low in lowerings:
         with Session(tiny, low, backend=backend, threads=threads) as s:
-            assert s.lowering.resunit == "fused" and s.lowering.convt == ("fused" if low == Lowering() else "direct")
+            assert s.lowering.resunit == "fused" and s.lowering.convt == ("fused" if low.convt == "auto" else "direct")
+            assert s.lowering.unitconv == ("direct" if low.unitconv == "direct" else "winograd")
             wav = s.run(FRAMES, {"codes": codes})["wav"][0]
         assert snr_db(wav, ref["wav"][:SAMPLES]) >= 70, low.label()
+        wavs.append(wav)
+    # Winograd's conv against the direct one in the same graph: float32 rounding apart
+    assert snr_db(wavs[0], wavs[2]) >= 90
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -139,13 +139,15 @@ def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran(monke
     with kzlab.Decoder(m, backend="cpu", sched=False) as d:
         plan = d.session.plan
         assert plan.mode == "fast" and plan.dwmlp == "fused"
-        assert (plan.snake, plan.resunit, plan.convt) == ("folded", "ops", "col2im")
+        assert (plan.snake, plan.resunit, plan.convt, plan.unitconv) == ("folded", "ops", "col2im", "direct")
         assert "dwmlp=fused" in repr(d)
     for kw in ({"gelu": "tanh"}, {"dwconv": "taps"}, {"wtype": "f16"}, {"mode": "portable"}):
         with kzlab.Decoder(m, kzlab.Lowering(**kw), backend="cpu", sched=False) as d:
             assert d.session.plan.dwmlp == "ops" and d.session.plan.mode == "portable", kw
     with pytest.raises(InvalidOptionError, match="no SnakeBeta"):
         kzlab.Decoder(m, kzlab.Lowering(snake="fused"), backend="cpu", sched=False)
+    with pytest.raises(InvalidOptionError, match="unitconv='winograd'.*no BigVGAN residual units"):
+        kzlab.Decoder(m, kzlab.Lowering(unitconv="winograd"), backend="cpu", sched=False)
     with pytest.raises(InvalidOptionError, match="mode='portable' builds ggml ops only"):
         kzlab.Decoder(m, kzlab.Lowering(dwmlp="fused", mode="portable"), backend="cpu", sched=False)
 

@@ -18,6 +18,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kzlab.arch import arch_of
+from kzlab.errors import InvalidOptionError
+from kzlab.graph.fused import winograd
 from kzlab.graph.options import LoweringPlan
 from kzlab.model.model import Model, Weight
 
@@ -43,7 +45,8 @@ class Prepared:
     widen: bool = False
     #: a layout other than the lowering's usual one for this kind of weight ("taps": a conv with one output
     #: channel as ne [C_in, K], see GraphBuilder.conv1d; "snake-convt": a block's transposed conv for the fused
-    #: node, see blocks.fused_snake_convt)
+    #: node, see blocks.fused_snake_convt; "winograd": a residual unit's conv as the matrices of Winograd's F(4, 7),
+    #: see kzlab.graph.fused.winograd)
     layout: str = ""
 
     @property
@@ -164,6 +167,15 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
     if low.fused_resunit and fam.fused_roles["resunit_conv"].search(role):
         # the fused residual unit's products read numpy [K, C_in, C_out] F32 matrices: ne [C_out, C_in, K]
         cout, cin, k = shape
+        if low.winograd_unit and k > 1:
+            # Winograd's F(4, 7): the 10 transformed matrices G w, numpy [10, C_in, C_out], ne [C_out, C_in, 10]
+            if k != winograd.TAPS:
+                raise InvalidOptionError(f"{role}: unitconv='winograd' computes convs of {winograd.TAPS} taps, this "
+                                         f"one has {k}; use unitconv='direct'")
+            p = Prepared(role, "F32", (cout, cin, winograd.N),
+                         winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
+            p.layout = "winograd"
+            return [p]
         return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
     if len(shape) == 3 and role.endswith(".weight"):
         return [_prepare_conv(role, w, low, fam)]

@@ -259,7 +259,7 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
     ]
     with b.layer(p, "residual_unit", c_in=c, c_out=c, t_in=T, t_out=T, extra={"fuses": [p + s[0] for s in subs]}):
         w = {name: b.w[f"{p}.{name}"] for name in fused.UNIT_SOURCES[1:]}
-        y = Act(fused.residual_unit(b.ctx, x.t, x.cl, w, dilation), True)
+        y = Act(fused.residual_unit(b.ctx, x.t, x.cl, w, dilation, b.low.winograd_unit), True)
     for suffix, kind, k, macs, extra in subs:
         info = {"kernel": k, "macs": macs, "macs_seed": macs} if k else {}
         with b.layer(p + suffix, kind, c_in=c, c_out=c, t_in=T, t_out=T, extra=extra | d, **info):

@@ -277,6 +277,7 @@ class WavTokenizerDec:
         "convt": "this decoder has no transposed conv (the inverse STFT makes the samples)",
         "snake": "this decoder has no SnakeBeta activation (its activations are swish and GELU)",
         "resunit": "this decoder has no BigVGAN residual units",
+        "unitconv": "this decoder has no BigVGAN residual units",
     })
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kzlab.graph.fused import winograd as wg
+
 #: elements per block: small enough to stay in L2 across the five steps
 BLOCK = 1 << 15
 
@@ -36,8 +38,9 @@ def tile_rows(budget_bytes: int, row_values: int, lo: int, hi: int | None = None
     return int(n if hi is None else min(hi, n))
 
 
-def unit_tile_rows(C: int) -> int:
-    """Frames per tile of the fused residual unit for C channels."""
+def unit_tile_rows(C: int, winograd: bool = False) -> int:
+    """Frames per tile of the fused residual unit for C channels (`winograd`: its conv by Winograd's F(4, 7), for
+    which the same tiles measured fastest: twice as tall, 0.95-1.45x their time)."""
     return tile_rows(UNIT_TILE_BYTES, C, UNIT_MIN_ROWS, UNIT_MAX_ROWS)
 
 
@@ -59,16 +62,28 @@ def snake_rows(
 
 
 def unit_rows(
-    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], dilation: int, t0: int, t1: int, tile: int
+    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], dilation: int, t0: int, t1: int, tile: int,
+    winograd: bool = False,
 ) -> None:
     """Output frames [t0, t1) of one residual unit, a tile at a time; x and y are [T, C] (any strides).
 
     y = x + conv2(snake2(conv1(snake1(x)) + b1)) + b2, conv1 causal with kernel K and `dilation`: output frame t
-    reads snake1(x) at t - (K-1)*dilation ... t, zeros before frame 0 (the conv's left padding)."""
-    W1, W2 = p["conv1.weight"], p["conv2.weight"]  # [K, C, C] and [C, C], numpy order: h @ W
-    K, C = W1.shape[0], W1.shape[1]
+    reads snake1(x) at t - (K-1)*dilation ... t, zeros before frame 0 (the conv's left padding). With `winograd`,
+    conv1.weight holds the m + 6 transformed matrices of Winograd's F(m, 7) (`winograd.transform_weights`) and
+    the conv takes m + 6 products per group of m output frames instead of 7m (`winograd.conv_groups`); the tiles
+    are then whole blocks of m x dilation frames, the last one padded."""
+    W1, W2 = p["conv1.weight"], p["conv2.weight"]  # [K, C, C] (or [m + 6, C, C]) and [C, C], numpy order: h @ W
+    C = W1.shape[1]
+    K = wg.TAPS if winograd else W1.shape[0]
     halo = (K - 1) * dilation
-    S = np.empty((tile + halo, C), np.float32)  # snake1 of the tile and the frames its first outputs read
+    extra = 0
+    if winograd:
+        m = W1.shape[0] - (wg.TAPS - 1)  # outputs a transform: F(m, 7) has m + 6 matrices
+        block = m * dilation
+        tile = max(block, tile - tile % block)
+        ws = wg.Workspace(tile // m, C, m)
+        extra = wg.extra_rows(dilation, m)
+    S = np.empty((tile + halo + extra, C), np.float32)  # snake1 of the tile and the frames its outputs read
     S_tmp = np.empty_like(S)
     H = np.empty((tile, C), np.float32)
     tmp = np.empty((tile, C), np.float32)
@@ -81,10 +96,15 @@ def unit_rows(
         else:
             snake_rows(x[lo : s + n], S[: halo + n], p["act1.alpha"], p["act1.beta"], S_tmp[: halo + n])
         h, tm = H[:n], tmp[:n]
-        np.matmul(S[:n], W1[0], out=h)
-        for k in range(1, K):
-            np.matmul(S[k * dilation : k * dilation + n], W1[k], out=tm)
-            h += tm
+        if winograd:  # whole blocks: the last tile's padding frames are computed and dropped
+            nb = -(-n // block) * block
+            S[halo + n : halo + nb] = 0.0
+            wg.conv_groups(S, W1, H[:nb], dilation, ws)
+        else:
+            np.matmul(S[:n], W1[0], out=h)
+            for k in range(1, K):
+                np.matmul(S[k * dilation : k * dilation + n], W1[k], out=tm)
+                h += tm
         snake_rows(h, h, p["act2.alpha"], p["act2.beta"], tm, bias=p["conv1.bias"])
         out = y[s : s + n]
         np.matmul(h, W2, out=tm)

@@ -31,8 +31,9 @@ from kzlab.graph.fused.threads import blas_one_thread, restore_blas
 _F32P = ctypes.POINTER(ctypes.c_float)
 _errors: list[BaseException] = []
 _errors_lock = threading.Lock()
-#: userdata bits: input channels-last, output channels-last, a bias vector is source 3
-IN_CL, OUT_CL, HAS_BIAS = 1, 2, 4
+#: userdata bits: input channels-last, output channels-last, a bias vector is source 3, the unit's conv weight
+#: holds Winograd's F(m, 7) matrices
+IN_CL, OUT_CL, HAS_BIAS, WINOGRAD = 1, 2, 4, 8
 
 
 def _array(t, shape: tuple[int, ...]) -> np.ndarray:
@@ -137,12 +138,13 @@ def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
         d = dst.contents
         x, C, T = _rows_view(d, flags)
         y = _array(dst, (T, C))  # the node always writes channels-last
-        K = int(d.src[3].contents.ne[2])
+        K = int(d.src[3].contents.ne[2])  # taps, or Winograd's m + 6 matrices
         shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
         names = UNIT_SOURCES[1:]
         p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
-        tile = unit_tile_rows(C)
-        _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n))
+        wino = bool(flags & WINOGRAD)
+        tile = unit_tile_rows(C, wino)
+        _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:
             _errors.append(e)
@@ -151,17 +153,18 @@ def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
 _UNIT_CB = g.ggml_custom_op_t(_unit_kernel)
 
 
-def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int):
+def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = False):
     """The fused residual-unit node over `x` (F32, 2-D, C channels); writes channels-last [C, T].
 
     `w` maps UNIT_SOURCES[1:] to the weight tensors: folded snake constants ([C]), conv1.weight as ne
-    [C_out, C_in, K] (numpy [K, C_in, C_out]), conv2.weight as ne [C_out, C_in], biases [C]."""
+    [C_out, C_in, K] (numpy [K, C_in, C_out]; with `winograd`, Winograd's m + 6 transformed matrices, ne
+    [C_out, C_in, m + 6]), conv2.weight as ne [C_out, C_in], biases [C]."""
     if not g.ggml_is_contiguous(x):
         x = g.ggml_cont(ctx, x)
     srcs = [x] + [w[k] for k in UNIT_SOURCES[1:]]
     args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
     C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
-    flags = (IN_CL if in_cl else 0) | OUT_CL | (dilation << _PARAM_SHIFT)
+    flags = (IN_CL if in_cl else 0) | OUT_CL | (WINOGRAD if winograd else 0) | (dilation << _PARAM_SHIFT)
     return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _UNIT_CB, -1, flags)
 
 

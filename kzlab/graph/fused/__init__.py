@@ -15,8 +15,9 @@ in the other memory order, which removes the transpose (a CONT) a following 1x1 
 Why the residual unit (SnakeBeta, dilated k=7 conv, SnakeBeta, 1x1 conv, residual add): lowered to ggml ops it
 is an IM2COL that writes 7 copies of its input (ggml's F32 im2col moves about 2 GB/s here), a PAD, a product
 and four more passes over tensors of 6-23 MB, i.e. mostly memory traffic. The fused node works on tiles of a
-few hundred frames that stay in cache: snake, the conv as K shifted products accumulated in place (no im2col),
-snake, the 1x1 product, bias and residual, then the tile is written once. The products are numpy's BLAS
+few hundred frames that stay in cache: snake, the conv (by Winograd's F(4, 7), `winograd.py`: 10 products per
+four output frames instead of 28; or, with unitconv='direct', K shifted products accumulated in place; no im2col
+either way), snake, the 1x1 product, bias and residual, then the tile is written once. The products are numpy's BLAS
 (sgemm), each ggml thread taking an even share of the frames in tiles, so numpy's BLAS is held to one thread in
 ggml's threads (`after_compute` gives the user's setting back). The transposed conv splits its output channels
 instead where its weight is large (the first block's, 75 MB at full size over 124 frames): split by frames, each
@@ -38,8 +39,9 @@ tensors. The fused node runs each thread's frames in tiles: the depthwise taps, 
 (numpy's BLAS), a vectorised exact GELU (erf to 1.5e-7, `kernels.gelu_erf`), the second product, gamma and the
 residual, then writes the tile once.
 
-Layout: `kernels.py` the numpy arithmetic (no ggml), `nodes.py` the ggml custom-op glue, `threads.py` the
-control of numpy's BLAS threads inside ggml's threads.
+Layout: `kernels.py` the numpy arithmetic (no ggml), `winograd.py` the residual unit's conv by Winograd's minimal
+filtering, `nodes.py` the ggml custom-op glue, `threads.py` the control of numpy's BLAS threads inside ggml's
+threads.
 """
 
 from kzlab.graph.fused.kernels import (

@@ -243,6 +243,11 @@ def test_aggregates_add_up(prof):
     assert set(units) == set(fused_macs) and len(units) == 12  # the default lowering fuses every unit
     for path, macs in fused_macs.items():
         assert units[path]["flops"] >= 2 * macs and units[path]["time_ms"] > 0, path
+    # the units' dilated convs ran by Winograd's F(4, 7): the record keeps the conv's MACs and says what its products
+    # did (10 per 4 output frames against 28)
+    convs = [lay for lay in prof.layers if lay["path"].endswith(".conv1") and "fused_into" in lay["extra"]]
+    assert len(convs) == 12 and all(lay["extra"]["algorithm"] == "winograd F(4, 7)" for lay in convs)
+    assert all(lay["extra"]["product_macs"] == lay["c_in"] ** 2 * 10 * -(-lay["t_out"] // 4) for lay in convs)
     mm = [r for r in prof.by_op() if r["op"] == "MUL_MAT"][0]
     assert mm["flops"] > 0 and mm["n"] > 10
     assert prof.rows("stages") == prof.by_stage()

@@ -250,9 +250,13 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
     marked `fused_into` the unit; the node's time and FLOPs belong to the unit's own row."""
     T = x.T
     d = {"fused_into": p}
+    conv1: dict = {"dilation": dilation}
+    if b.low.winograd_unit:  # the record keeps the conv's own MACs; its products do fewer (an effective GF/s)
+        m = fused.winograd.OUTPUTS
+        conv1 |= {"algorithm": f"winograd F({m}, 7)", "product_macs": c * c * (m + 6) * -(-T // m)}
     subs = [
         (".act1", "snake", 0, 0, {}),
-        (".conv1", "conv1d", 7, c * c * 7 * T, {"dilation": dilation}),
+        (".conv1", "conv1d", 7, c * c * 7 * T, conv1),
         (".act2", "snake", 0, 0, {}),
         (".conv2", "conv1d", 1, c * c * T, {"dilation": 1}),
         (".residual", "other", 0, 0, {}),

@@ -205,15 +205,13 @@ OP_SPREAD = 0.08
 
 
 def device_node_ms(
-    node: Any, perf: BackendPerf, measured: Any | None, used: set[str] | None = None
+    node: Any, perf: BackendPerf, est: Any | None, used: set[str] | None = None
 ) -> tuple[float, str]:
-    """(ms, how) for a node on a device backend at the stated values: measured rows when they have it, else the
-    roofline. The names of the parameters the answer used are added to `used`."""
+    """(ms, how) for a node on a device backend at the stated values: `est`, the measured rows' estimate for it,
+    when they have one, else the roofline. The names of the parameters the answer used are added to `used`."""
     op = field_of(node, "op")
-    if measured is not None:
-        est = measured(node)
-        if est is not None:
-            return est.time_us / 1e3, f"measured ({est.how})"
+    if est is not None:
+        return est.time_us / 1e3, f"measured ({est.how})"
     flops, nbytes = int(field_of(node, "flops", 0)), int(field_of(node, "bytes", 0))
     rate, bw = perf.rate(op, _type_of(node), field_of(node, "path", "") or ""), perf.bandwidth_for(op)
     if used is not None:
@@ -380,58 +378,58 @@ def predict(
             cm.cpu_libm.append(libm)
             cm.cpu_stage.append(si)
             cm.cpu_backend.append(bi)
-            t, how = base * factor["libm" if libm else "mm" if op == "MUL_MAT" else "other"], "cpu profile"
-        elif (rel := _relative_perf(b, n, perf, measured) if relative_ok else None) is not None:
-            # a backend that computes with ggml-cpu's kernels: the host CPU's time for this node (a view's share
-            # too, as on the CPU) x the backend's factor
-            node_cpu.append(0.0)
-            if (name, occurrence) not in times:
-                missing.append(name)
-                continue
-            used_perf.add(b if b in perf else b.lower())
-            used.add(rel.name)
-            base = times[(name, occurrence)] * norm
-            libm = (name, occurrence) in libm_nodes
-            cm.rel_ms.append(base)
-            cm.rel_mm.append(op == "MUL_MAT")
-            cm.rel_libm.append(libm)
-            cm.rel_p.append(rel.name)
-            cm.rel_stage.append(si)
-            cm.rel_backend.append(bi)
-            t = base * factor["libm" if libm else "mm" if op == "MUL_MAT" else "other"] * rel.value
-            how = f"cpu profile x {rel.name}"
-        elif op in VIEW_OPS:
-            node_cpu.append(0.0)
-            t, how = 0.0, "view"
+            t, how = base * factor[_factor_kind(op, libm)], "cpu profile"
         else:
             node_cpu.append(0.0)
             key = b if b in perf else b.lower()
-            if key not in perf:
-                raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
-            used_perf.add(key)
+            pf = perf.get(key)
             fn = (measured or {}).get(key) or (measured or {}).get(b)
-            pf = perf[key]
-            t, how = device_node_ms(n, pf, fn, used)
-            if how == "roofline":
-                cm.roof_flops.append(float(field_of(n, "flops", 0)))
-                cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
-                cm.roof_rate_p.append(pf.rate(op, _type_of(n), field_of(n, "path", "") or "").name)
-                cm.roof_bw_p.append(pf.bandwidth_for(op).name)
-                cm.roof_launch_p.append(pf.launch_us.name)
-                cm.roof_stage.append(si)
-                cm.roof_backend.append(bi)
+            est = fn(n) if fn is not None and op not in VIEW_OPS else None  # measured rows come first
+            rel = pf.cpu_relative if relative_ok and pf is not None and est is None else None
+            if rel is not None:
+                # a backend that computes with ggml-cpu's kernels: the host CPU's time for this node (a view's
+                # share too, as on the CPU) x the backend's factor
+                if (name, occurrence) not in times:
+                    missing.append(name)
+                    continue
+                used_perf.add(key)
+                used.add(rel.name)
+                base = times[(name, occurrence)] * norm
+                libm = (name, occurrence) in libm_nodes
+                cm.rel_ms.append(base)
+                cm.rel_mm.append(op == "MUL_MAT")
+                cm.rel_libm.append(libm)
+                cm.rel_p.append(rel.name)
+                cm.rel_stage.append(si)
+                cm.rel_backend.append(bi)
+                t, how = base * factor[_factor_kind(op, libm)] * rel.value, f"cpu profile x {rel.name}"
+            elif op in VIEW_OPS:
+                t, how = 0.0, "view"
             else:
-                pname = f"{perf[key].backend}.measured_ops"
-                if pname not in measured_params:
-                    how = (f"+-{op_rel:.1%} as observed over the measurement's repeats (ops_spread)"
-                           if ops_spread is not None else
-                           f"+-{OP_SPREAD:.0%} stated between an op timed alone and in a decode")
-                    measured_params[pname] = Parameter(pname, 1.0, "x", f"measured on {perf[key].backend}: op times "
-                                                       f"from its log, {how}").with_spread(op_rel)
-                cm.meas_ms.append(t)
-                cm.meas_p.append(pname)
-                cm.meas_stage.append(si)
-                cm.meas_backend.append(bi)
+                if pf is None:
+                    raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
+                used_perf.add(key)
+                t, how = device_node_ms(n, pf, est, used)
+                if how == "roofline":
+                    cm.roof_flops.append(float(field_of(n, "flops", 0)))
+                    cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
+                    cm.roof_rate_p.append(pf.rate(op, _type_of(n), field_of(n, "path", "") or "").name)
+                    cm.roof_bw_p.append(pf.bandwidth_for(op).name)
+                    cm.roof_launch_p.append(pf.launch_us.name)
+                    cm.roof_stage.append(si)
+                    cm.roof_backend.append(bi)
+                else:
+                    pname = f"{pf.backend}.measured_ops"
+                    if pname not in measured_params:
+                        how = (f"+-{op_rel:.1%} as observed over the measurement's repeats (ops_spread)"
+                               if ops_spread is not None else
+                               f"+-{OP_SPREAD:.0%} stated between an op timed alone and in a decode")
+                        measured_params[pname] = Parameter(pname, 1.0, "x", f"measured on {pf.backend}: op times "
+                                                           f"from its log, {how}").with_spread(op_rel)
+                    cm.meas_ms.append(t)
+                    cm.meas_p.append(pname)
+                    cm.meas_stage.append(si)
+                    cm.meas_backend.append(bi)
         row = {"name": name, "op": op, "backend": b, "stage": stage, "ms": t, "how": how}
         if field_of(n, "path", ""):
             row["path"] = field_of(n, "path")
@@ -496,15 +494,10 @@ def predict(
     return pred
 
 
-def _relative_perf(b: str, node: Any, perf: dict[str, BackendPerf], measured: dict[str, Any] | None) -> Any:
-    """The `cpu_relative` parameter of backend `b` when its node `node` is priced from the CPU profile: the backend
-    has one and no measured op row covers the node (measured rows come first); else None."""
-    key = b if b in perf else b.lower()
-    pf = perf.get(key)
-    if pf is None or pf.cpu_relative is None:
-        return None
-    fn = (measured or {}).get(key) or (measured or {}).get(b)
-    return pf.cpu_relative if fn is None or field_of(node, "op") in VIEW_OPS or fn(node) is None else None
+def _factor_kind(op: str, libm: bool) -> str:
+    """Which of the CPU's factors a node's profiled time takes (`_nominal_cpu_factor`, `costs.cpu_node_factors`):
+    "libm" for a libm op that takes the skew, "mm" for a MUL_MAT, else "other"."""
+    return "libm" if libm else "mm" if op == "MUL_MAT" else "other"
 
 
 def _relative_ok(prof: dict[str, Any] | None, perf: dict[str, BackendPerf], notes: list[str]) -> bool:

@@ -38,8 +38,8 @@ def tile_rows(budget_bytes: int, row_values: int, lo: int, hi: int | None = None
     return int(n if hi is None else min(hi, n))
 
 
-def unit_tile_rows(C: int, winograd: bool = False) -> int:
-    """Frames per tile of the fused residual unit for C channels (`winograd`: its conv by Winograd's F(4, 7), for
+def unit_tile_rows(C: int) -> int:
+    """Frames per tile of the fused residual unit for C channels, its conv direct or by Winograd's F(4, 7) (for
     which the same tiles measured fastest: twice as tall, 0.95-1.45x their time)."""
     return tile_rows(UNIT_TILE_BYTES, C, UNIT_MIN_ROWS, UNIT_MAX_ROWS)
 

@@ -143,7 +143,7 @@ def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
         names = UNIT_SOURCES[1:]
         p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
         wino = bool(flags & WINOGRAD)
-        tile = unit_tile_rows(C, wino)
+        tile = unit_tile_rows(C)
         _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:

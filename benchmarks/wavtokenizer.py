@@ -265,6 +265,8 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
     rows.append(("kzlab default", {**base, "kind": "kzlab", "path": args.f32}))
     rows.append(("kzlab portable (ggml ops only)", {**base, "kind": "kzlab", "path": args.f32,
                                                      "kw": {"mode": "portable"}}))
+    rows.append(("kzlab posnet and first conv as ggml ops (normconv=ops)",
+                 {**base, "kind": "kzlab", "path": args.f32, "kw": {"normconv": "ops"}}))
     rows.append(("kzlab fused ConvNeXt blocks (dwmlp=fused)", {**base, "kind": "kzlab", "path": args.f32,
                                                                 "kw": {"dwmlp": "fused"}}))
     if args.alternatives:

@@ -103,7 +103,7 @@ def test_fast_mode_matches_pytorch_and_the_portable_graph_stage_by_stage(ref, se
 def test_fused_nodes_are_labelled_and_counted_in_a_profile():
     frames = 20
     prof = kzlab.profile(GGUF, frames=frames, backend="cpu", sched=False, threads=1, repeat=1, warmup=0, peak=False,
-                         dwmlp="fused")
+                         dwmlp="fused", normconv="ops")
     fused = [n for n in prof.nodes if n["op"].startswith("CUSTOM")]
     hp = kzlab.load_model(GGUF).hparams
     assert len(fused) == hp.num_convnext and {n["fused"] for n in fused} == {"convnext"}
@@ -123,7 +123,7 @@ def test_auto_fuses_the_convnext_blocks_only_where_ggmls_gelu_is_scalar(monkeypa
         plan = kzlab.Lowering().resolve(cpu_only=True)
         assert plan.dwmlp == want
         assert kzlab.Lowering(dwmlp="fused").resolve(cpu_only=True).dwmlp == "fused"  # asked for: always
-        with kzlab.load(GGUF, backend="cpu", sched=False, threads=1) as d:
+        with kzlab.load(GGUF, backend="cpu", sched=False, threads=1, normconv="ops") as d:
             assert d.session.plan.dwmlp == want and d.mode == ("fast" if pays else "portable")
 
 

@@ -46,6 +46,14 @@ def test_custom_nodes_are_counted_by_their_family():
     out_t = f32(2 * t, 2 * c)
     assert op_flops("CUSTOM", out_t, convt, custom=qwen.custom_flops) == 2 * t * c * 4 * 2 * c + 5 * t * c + 2 * out_t.n
     assert op_flops("CUSTOM", out, unit[:3], custom=qwen.custom_flops) == 5 * out.n  # the SnakeBeta node
+    # a unit whose conv runs by Winograd's F(4, 7) (10 matrices) counts the direct conv's products, as its layer does
+    wino = unit[:3] + [f32(c, c, 10)] + unit[4:]
+    assert op_flops("CUSTOM", out, wino, custom=qwen.custom_flops) == 2 * t * c * c * (7 + 1) + 13 * t * c
+    # WavTokenizer's normalised conv (x, F(6, 3)'s 8 matrices, bias, affine, residual) and its statistics node
+    conv, out_cl = [f32(c, t), f32(c, c, 8), f32(c), f32(c, 2), f32(c, t)], f32(c, t)
+    assert op_flops("CUSTOM", out_cl, conv, custom=wt.custom_flops) == 2 * t * c * c * 3 + 6 * t * c + 2 * t * c
+    assert wt.custom_label("x:CUSTOM", conv[:3]) == "normalised conv"
+    assert op_flops("CUSTOM", f32(c, 2), conv[:1] + [f32(c, 2)], custom=wt.custom_flops) == 5 * t * c
     # a family without custom nodes claims none; an unclaimed CUSTOM node counts as a pointwise chain
     assert wt.custom_flops("x:CUSTOM", out, unit) is None and wt.custom_label("x:CUSTOM", unit) is None
     assert op_flops("CUSTOM", out, unit, custom=wt.custom_flops) == op_flops("CUSTOM", out, unit) == 5 * out.n

@@ -126,10 +126,10 @@ def test_cli_info_and_decode(tmp_path, capsys, ref):
 
 
 def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran(monkeypatch):
-    """The family's one fused CPU node is the ConvNeXt block: `auto` on the CPU resolves to the fast plan with it
-    (in a build where it pays: ggml's GELU_ERF scalar, set here), the options it would override (gelu, dwconv,
-    wtype) keep the ggml ops, and the first family's fused options, which this decoder has nothing for, resolve to
-    ops and are refused when asked for."""
+    """The family's fused CPU nodes are the ConvNeXt block and the normalised conv: `auto` on the CPU resolves to the
+    fast plan with both (the ConvNeXt node in a build where it pays: ggml's GELU_ERF scalar, set here), the options
+    each would override keep the ggml ops, and the first family's fused options, which this decoder has nothing
+    for, resolve to ops and are refused when asked for."""
     from kzlab.errors import InvalidOptionError
     from kzlab.graph import options
 
@@ -138,12 +138,16 @@ def test_the_fused_dwmlp_node_is_the_fast_mode_and_the_plan_says_which_ran(monke
     m = kzlab.load_model(GGUF)
     with kzlab.Decoder(m, backend="cpu", sched=False) as d:
         plan = d.session.plan
-        assert plan.mode == "fast" and plan.dwmlp == "fused"
+        assert plan.mode == "fast" and plan.dwmlp == "fused" and plan.normconv == "fused"
         assert (plan.snake, plan.resunit, plan.convt, plan.unitconv) == ("folded", "ops", "col2im", "direct")
-        assert "dwmlp=fused" in repr(d)
-    for kw in ({"gelu": "tanh"}, {"dwconv": "taps"}, {"wtype": "f16"}, {"mode": "portable"}):
+        assert "dwmlp=fused" in repr(d) and "normconv=fused" in repr(d)
+    # the ConvNeXt node's own options leave the normalised convs fused; a weight type or the portable mode neither
+    for kw, normconv in (({"gelu": "tanh"}, "fused"), ({"dwconv": "taps"}, "fused"), ({"wtype": "f16"}, "ops"),
+                         ({"mode": "portable"}, "ops")):
         with kzlab.Decoder(m, kzlab.Lowering(**kw), backend="cpu", sched=False) as d:
-            assert d.session.plan.dwmlp == "ops" and d.session.plan.mode == "portable", kw
+            plan = d.session.plan
+            assert plan.dwmlp == "ops" and plan.normconv == normconv, kw
+            assert plan.mode == ("fast" if normconv == "fused" else "portable"), kw
     with pytest.raises(InvalidOptionError, match="no SnakeBeta"):
         kzlab.Decoder(m, kzlab.Lowering(snake="fused"), backend="cpu", sched=False)
     with pytest.raises(InvalidOptionError, match="unitconv='winograd'.*no BigVGAN residual units"):

@@ -140,8 +140,12 @@ def test_profile_per_node_stage_block_evolution_and_roofline(tmp_path, ref):
     conv_group = prof.config["stage_groups"][stages[-3]]
     assert groups[conv_group]["flops"] >= hp.num_convnext * mlp
     assert sum(r["flops"] for r in groups.values()) == sum(n["flops"] for n in prof.nodes)
-    # the fast mode's one fused node kind, one per ConvNeXt block; everything else ggml ops
-    assert sorted(n["fused"] for n in prof.nodes if n["fused"]) == ["convnext"] * hp.num_convnext
+    # the fast mode's fused nodes: one per ConvNeXt block, the first conv's and two per posnet ResnetBlock, a
+    # GroupNorm statistics node per posnet norm; everything else ggml ops
+    resnets = hp.posnet_kinds.count("resnet")
+    fused = [n["fused"] for n in prof.nodes if n["fused"]]
+    assert sorted(fused) == sorted(["convnext"] * hp.num_convnext + ["normalised conv"] * (1 + 2 * resnets)
+                                   + ["group norm statistics"] * (len(hp.posnet_kinds) + resnets))
     # T-evolution: every stage keeps T frames; the head widens to n_fft + 2
     evo = {r["stage"]: r for r in prof.evolution}
     assert evo[stages[-1]]["c_out"] == hp.n_fft + 2 and all(r["t_out"] == T for r in evo.values())

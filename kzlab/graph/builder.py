@@ -85,7 +85,8 @@ class WeightTensors:
         return self.tensors[name]
 
     def upload(self) -> None:
-        """Copy (or, for zero-copy weights, read through) the bytes into the allocated tensors.
+        """Copy (or, for zero-copy weights, read through) the bytes into the allocated tensors, then drop kzlab's
+        own copies of them (`Prepared.release`).
 
         F16 weights an F32 lowering needs are widened straight into a host buffer's memory (one pass);
         a device buffer gets them widened in numpy first."""
@@ -97,10 +98,12 @@ class WeightTensors:
             if p.widen and host:
                 n = int(np.prod(p.ne))
                 dst = np.ctypeslib.as_array(ctypes.cast(t.contents.data, ctypes.POINTER(ctypes.c_float)), (n,))
-                np.copyto(dst, np.asarray(p.data).reshape(-1), casting="same_kind")
+                np.copyto(dst, np.asarray(p.stored()).reshape(-1), casting="same_kind")
+                p.release()
                 continue
             data = np.ascontiguousarray(p.values())
             g.ggml_backend_tensor_set(t, data.ctypes.data, 0, data.nbytes)
+            p.release()
 
     def nbytes(self) -> int:
         return sum(p.nbytes for p in self.prepared.values())

@@ -34,10 +34,11 @@ ISTFT_CHOICES = ("host", "graph")
 DWCONV_CHOICES = ("direct", "taps")
 DWMLP_CHOICES = ("auto", "fused", "ops")
 UNITCONV_CHOICES = ("auto", "direct", "winograd")
+NORMCONV_CHOICES = ("auto", "fused", "ops")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
-FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im", "dwmlp": "ops"}
+FUSABLE = {"snake": "folded", "resunit": "ops", "convt": "col2im", "dwmlp": "ops", "normconv": "ops"}
 
 HELP = {
     "mode": "portable = ggml ops only (what a device port runs and the Hexagon simulator places); fast = kzlab's "
@@ -79,6 +80,12 @@ HELP = {
     "transformed weights are prepared at load; the conv's float32 rounding about 25 dB above the direct form's, "
     "105 against 131 dB on random data); auto = winograd where the residual units are fused, else direct (a "
     "ggml-op graph computes the conv with ggml's ops)",
+    "normconv": "GroupNorm + swish + conv blocks of families that have a fused node for them (WavTokenizer's "
+    "ResnetBlocks, and its first conv, which has no norm): fused = per conv one kzlab CPU node (the norm's affine and "
+    "swish on tiles of frames, the conv by Winograd's F(6, 3), or F(4, 7) for 7 taps, bias and residual; F32) after "
+    "a node for the GroupNorm's statistics, CPU and BLAS backends only; ops = ggml ops; auto = fused where every "
+    "backend is the CPU or BLAS and the options it replaces (conv, conv_src1, mm_chunk, wtype) are left at their "
+    "defaults",
     "dwconv": "depthwise convs of families that have them: direct = one CONV_2D_DW node (fastest on the CPU); taps = "
     "K shifted MUL + ADD nodes (ops every device backend takes, e.g. the Hexagon NPU, which refuses CONV_2D_DW)",
 }
@@ -112,6 +119,7 @@ class Lowering:
     dwconv: str = "direct"
     dwmlp: str = "auto"
     unitconv: str = "auto"
+    normconv: str = "auto"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -127,6 +135,7 @@ class Lowering:
             ("dwconv", DWCONV_CHOICES),
             ("dwmlp", DWMLP_CHOICES),
             ("unitconv", UNITCONV_CHOICES),
+            ("normconv", NORMCONV_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -209,6 +218,7 @@ class Lowering:
             "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
             "dwmlp": "fused" if fast and _dwmlp_node_pays() and all(getattr(self, f) == getattr(d, f) for f in (
                 "gelu", "dwconv", "mm_chunk", "wtype")) else "ops",
+            "normconv": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
         }
         choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}
@@ -265,6 +275,8 @@ class Lowering:
             parts.append(f"dwconv={self.dwconv}")
         if self.dwmlp != "ops" and show["dwmlp"]:
             parts.insert(1, f"dwmlp={self.dwmlp}")
+        if self.normconv != "ops" and show["normconv"]:
+            parts.insert(1, f"normconv={self.normconv}")
         if self.unitconv == "winograd" and show["unitconv"]:
             parts.insert(2 if self.resunit != "ops" and show["resunit"] else 1, "unitconv=winograd")
         return " ".join(parts)
@@ -298,6 +310,10 @@ class LoweringPlan(Lowering):
     @property
     def fused_dwmlp(self) -> bool:
         return self.dwmlp == "fused"
+
+    @property
+    def fused_normconv(self) -> bool:
+        return self.normconv == "fused"
 
     @property
     def winograd_unit(self) -> bool:

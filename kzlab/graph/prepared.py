@@ -48,14 +48,49 @@ class Prepared:
     #: node, see blocks.fused_snake_convt; "winograd": a residual unit's conv as the matrices of Winograd's F(4, 7),
     #: see kzlab.graph.fused.winograd)
     layout: str = ""
+    #: computes the bytes when they are uploaded (`stored`), `data` being a placeholder of their type and size: a
+    #: weight laid out anew is made one at a time, not all of them before the first upload (the peak memory of a
+    #: load would otherwise hold every relaid weight twice)
+    make: Callable[[], np.ndarray] | None = None
+    #: the bytes are in the weight buffer and kzlab's own copy of them was dropped (`release`)
+    released: bool = False
 
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes) * (2 if self.widen else 1)
 
+    def stored(self) -> np.ndarray:
+        """The bytes as prepared, before any widening (made now for a lazy weight)."""
+        if self.released:
+            raise RuntimeError(f"weight {self.name}: its bytes were released after the upload")
+        if self.make is None:
+            return self.data
+        v = self.make()
+        if v.nbytes != self.data.nbytes or v.dtype != self.data.dtype:
+            raise AssertionError(f"weight {self.name}: made {v.nbytes} bytes of {v.dtype} for a placeholder of "
+                                 f"{self.data.nbytes} of {self.data.dtype}")
+        return v
+
     def values(self) -> np.ndarray:
         """The bytes to upload, as an array of the final type (materializes a widened weight)."""
-        return self.data.astype(np.float32) if self.widen else self.data
+        v = self.stored()
+        return v.astype(np.float32) if self.widen else v
+
+    def release(self) -> None:
+        """Drop kzlab's own copy of the bytes once they are in the weight buffer: a weight transposed or transformed
+        at load (Winograd's matrices: 8/3 of a 3-tap conv) is otherwise held twice for the session's life; a view
+        of the mapped file costs nothing to keep and is kept. Shape, type and size stay readable."""
+        if self.make is not None or self.data.flags.owndata:
+            self.data = np.broadcast_to(np.zeros((), self.data.dtype), self.data.shape)
+            self.make = None
+            self.released = True
+
+
+def lazy(name: str, type_name: str, ne: tuple[int, ...], dtype: type, make: Callable[[], np.ndarray], role: str,
+         widen: bool = False) -> Prepared:
+    """A Prepared weight whose bytes (`dtype`, as many elements as `ne` holds) are made at upload by `make`."""
+    placeholder = np.broadcast_to(np.zeros((), dtype), (int(np.prod(ne)),))
+    return Prepared(name, type_name, ne, placeholder, role, widen=widen, make=make)
 
 
 def encode(values: np.ndarray, type_name: str) -> np.ndarray:
@@ -118,9 +153,12 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
     if w.type in ("F16", "F32") and type_name in (w.type, "F32"):
         # a new layout in the stored type: move the stored values, no float32 round trip; F16 for an F32
         # lowering is moved as F16 (half the bytes) and widened on the way into the weight buffer
-        vals = np.asarray(w.data).reshape(w.shape)
         widen = type_name != w.type
-        return Prepared(name, type_name, ne, np.ascontiguousarray(values_fn(vals)), w.role, widen=widen)
+
+        def make() -> np.ndarray:
+            return np.ascontiguousarray(values_fn(np.asarray(w.data).reshape(w.shape))).reshape(-1)
+
+        return lazy(name, type_name, ne, np.float16 if w.type == "F16" else np.float32, make, w.role, widen=widen)
     return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
 
 
@@ -172,11 +210,24 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
             if k != winograd.TAPS:
                 raise InvalidOptionError(f"{role}: unitconv='winograd' computes convs of {winograd.TAPS} taps, this "
                                          f"one has {k}; use unitconv='direct'")
-            p = Prepared(role, "F32", (cout, cin, winograd.N),
-                         winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
+            p = lazy(role, "F32", (cout, cin, winograd.N), np.float32,
+                     lambda: winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
             p.layout = "winograd"
             return [p]
         return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
+    if low.fused_normconv and fam.fused_roles.get("normconv_conv", NEVER).search(role):
+        # the normalised conv's Winograd products: the transformed matrices G w, numpy [n, C_in, C_out], ne
+        # [C_out, C_in, n], n = m + K - 1 (F(6, 3), F(4, 7))
+        cout, cin, k = shape
+        try:
+            n = winograd.outputs(k) + k - 1
+        except ValueError as e:
+            raise InvalidOptionError(f"{role}: normconv='fused' cannot compute this conv ({e}); use "
+                                     "normconv='ops'") from None
+        p = lazy(role, "F32", (cout, cin, n), np.float32,
+                 lambda: winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
+        p.layout = "winograd"
+        return [p]
     if len(shape) == 3 and role.endswith(".weight"):
         return [_prepare_conv(role, w, low, fam)]
     # linear [out, in] -> ne [in, out]

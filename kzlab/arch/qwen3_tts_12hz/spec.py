@@ -88,6 +88,7 @@ class Qwen3Tts12Hz:
         "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",
         "dwconv": "this decoder's depthwise convs (in its ConvNeXt upsampling blocks) are lowered by `conv`",
         "dwmlp": "this family's ConvNeXt upsampling blocks have no fused node: they are built from ggml ops",
+        "normconv": "this decoder has no GroupNorm + conv blocks",
     })
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: dict(FUSED_ROLES))
 
@@ -149,6 +150,7 @@ class Qwen3Tts12Hz:
         kind = self.custom_label(name, srcs)
         if kind == "residual unit" and srcs[3] is not None:
             c_out, c_in, k = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
+            k = WINOGRAD_TAPS.get(k, k)  # the direct conv's count for a conv by Winograd (its matrices in ne[2])
             t = out.n // max(c_out, 1)
             return 2 * t * c_in * c_out * (k + 1) + (2 * 5 + 3) * out.n
         if kind == "snake + transposed conv" and srcs[3] is not None and srcs[0] is not None:
@@ -165,6 +167,9 @@ class Qwen3Tts12Hz:
         )
 
 
+#: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd:
+#: F(4, 7) has 10; this layer may not import it, tests/test_fused.py checks the two agree)
+WINOGRAD_TAPS = {10: 7}
 #: sources of the fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES: x, then two snakes and two convs)
 _UNIT_SOURCES = ("x", "act1.alpha", "act1.beta", "conv1.weight", "conv1.bias",
                  "act2.alpha", "act2.beta", "conv2.weight", "conv2.bias")

@@ -49,7 +49,10 @@ def codebook(b: GraphBuilder, hp: WavTokenizerHParams, codes, T: int) -> Act:
 
 def conv_same(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int) -> Act:
     """Conv1d, stride 1, zero 'same' padding (k odd): the lowering's causal conv (`conv`, `conv_src1`) of the input
-    padded by (k-1)/2 frames on the right, read from frame (k-1)/2 on."""
+    padded by (k-1)/2 frames on the right, read from frame (k-1)/2 on; with `normconv="fused"`, the normalised conv
+    node with no norm (`fused_conv`)."""
+    if b.low.fused_normconv:
+        return fused_conv(b, x, path, c_in, c_out, k)
     T, h = x.T, (k - 1) // 2
     macs = c_in * c_out * k * T
     with b.layer(path, "conv1d", c_in=c_in, c_out=c_out, kernel=k, t_in=T, t_out=T, macs=macs, macs_seed=macs,
@@ -79,9 +82,50 @@ def _im2col_same(b: GraphBuilder, x: Act, path: str, c_in: int, k: int) -> Act:
     return b.add_bias(y, f"{path}.bias")
 
 
+def fused_conv(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, affine=None,
+               residual: Act | None = None, fuses: tuple[str, ...] = ()) -> Act:
+    """The 'same' conv as kzlab's normalised conv node (kzlab.graph.fused.normconv): swish(x * scale + shift) first
+    where `affine` (a GroupNorm's statistics node) is given, the conv by Winograd's F(m, k) on tiles of frames, its
+    bias, and `residual` added; channels-last out. The record keeps the conv's own MACs and says what its products
+    did (`algorithm`, `product_macs`: an effective GF/s above the machine's peak reads as what it is)."""
+    T = x.T
+    m = fused.winograd.outputs(k)
+    n = m + k - 1
+    macs = c_in * c_out * k * T
+    extra = {"padding": "same", "algorithm": f"winograd F({m}, {k})", "product_macs": c_in * c_out * n * -(-T // m)}
+    if fuses:
+        extra["fuses"] = list(fuses)
+    with b.layer(path, "conv1d", c_in=c_in, c_out=c_out, kernel=k, t_in=T, t_out=T, macs=macs, macs_seed=macs,
+                 extra=extra):
+        res = _cont(b, b.as_cl(residual)).t if residual is not None else None
+        y = fused.normconv(b.ctx, x.t, x.cl, b.w[f"{path}.weight"], b.w[f"{path}.bias"], k, affine=affine,
+                           residual=res)
+        return Act(y, True)
+
+
+def group_norm_stats(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, path: str, into: str):
+    """A GroupNorm as kzlab's statistics node: its per-channel scale and shift (ne [C, 2]), which the conv `into`
+    applies with swish on its tiles."""
+    C = x.C
+    with b.layer(path, "norm", c_in=C, c_out=C, t_in=x.T, t_out=x.T, extra={"fused_into": into}):
+        return fused.group_norm_affine_node(b.ctx, x.t, x.cl, b.w[f"{path}.vectors"], hp.group_norm_groups,
+                                            hp.group_norm_eps)
+
+
 def group_norm(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, path: str, swish: bool) -> Act:
-    """GroupNorm (statistics over a group's channels and every frame), its affine, then swish if asked."""
+    """GroupNorm (statistics over a group's channels and every frame), its affine, then swish if asked. With
+    `normconv="fused"` the statistics and affine come from kzlab's statistics node, applied channels-last by ggml's
+    MUL and ADD (a per-channel broadcast over a channels-first tensor walks one element at a time)."""
     ctx, T, C = b.ctx, x.T, x.C
+    if b.low.fused_normconv:
+        with b.layer(path, "norm", c_in=C, c_out=C, t_in=T, t_out=T):
+            x = _cont(b, b.as_cl(x))
+            a = fused.group_norm_affine_node(ctx, x.t, True, b.w[f"{path}.vectors"], hp.group_norm_groups,
+                                             hp.group_norm_eps)
+            nb1 = int(a.contents.nb[1])
+            scale, shift = (g.ggml_view_2d(ctx, a, C, 1, nb1, i * nb1) for i in (0, 1))
+            y = g.ggml_add(ctx, g.ggml_mul(ctx, x.t, scale), shift)
+            return Act(g.ggml_silu(ctx, y) if swish else y, True)
     with b.layer(path, "norm", c_in=C, c_out=C, t_in=T, t_out=T):
         xc = b.as_cf(x)  # ne [T, C]: ggml groups channels along ne2
         t = g.ggml_reshape_3d(ctx, xc.t, T, 1, C)
@@ -100,6 +144,14 @@ def layer_norm(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, path: str, weig
 
 def resnet_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
     p, C = f"posnet.{i}", hp.dim
+    if b.low.fused_normconv:  # two statistics nodes, two normalised convs, the residual in the second
+        a1 = group_norm_stats(b, hp, x, f"{p}.norm1", f"{p}.conv1")
+        h = fused_conv(b, x, f"{p}.conv1", C, C, 3, affine=a1, fuses=(f"{p}.norm1",))
+        a2 = group_norm_stats(b, hp, h, f"{p}.norm2", f"{p}.conv2")
+        h = fused_conv(b, h, f"{p}.conv2", C, C, 3, affine=a2, residual=x, fuses=(f"{p}.norm2", f"{p}.residual"))
+        with b.layer(f"{p}.residual", "other", c_in=C, c_out=C, t_in=x.T, t_out=x.T,
+                     extra={"fused_into": f"{p}.conv2"}):
+            return h
     h = group_norm(b, hp, x, f"{p}.norm1", swish=True)
     h = conv_same(b, h, f"{p}.conv1", C, C, 3)
     h = group_norm(b, hp, h, f"{p}.norm2", swish=True)
@@ -112,7 +164,7 @@ def resnet_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Ac
 def attn_block(b: GraphBuilder, hp: WavTokenizerHParams, x: Act, i: int) -> Act:
     """Self-attention over every frame (one head, softmax(q^T k / sqrt(C)) over keys), 1x1 convs, residual."""
     ctx, p, C, T = b.ctx, f"posnet.{i}", hp.dim, x.T
-    h = group_norm(b, hp, x, f"{p}.attn_norm", swish=False)
+    h = b.as_cl(group_norm(b, hp, x, f"{p}.attn_norm", swish=False))  # once for the three products
     macs = 4 * C * C * T + 2 * C * T * T
     with b.layer(f"{p}.attn", "attention", c_in=C, c_out=C, t_in=T, t_out=T, macs=macs, macs_seed=macs):
         q = b.linear(h, f"{p}.attn_q.weight", f"{p}.attn_q.bias")  # ne [C, T]

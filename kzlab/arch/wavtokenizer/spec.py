@@ -265,13 +265,16 @@ class WavTokenizerDec:
     left_context: int = 50
     right_context: int = 0
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
-    #: one fused CPU node, the ConvNeXt block (`dwmlp="fused"`, kzlab.graph.fused), in the fast mode
+    #: the fused CPU nodes (kzlab.graph.fused) in the fast mode: the ConvNeXt block (`dwmlp="fused"`), the
+    #: GroupNorm statistics and the normalised conv (`normconv="fused"`)
     fused_nodes: bool = True
-    #: the roles the fused nodes read in their own layout (kzlab.graph.prepared): the ConvNeXt blocks' products
+    #: the roles the fused nodes read in their own layout (kzlab.graph.prepared): the ConvNeXt blocks' products, the
+    #: convs computed by Winograd (the first conv and the posnet's)
     fused_roles: dict[str, re.Pattern] = field(default_factory=lambda: {
         "resunit_conv": re.compile(r"(?!)"),
         "block_convt": re.compile(r"(?!)"),
         "mlp_linear": re.compile(r"^convnext\.\d+\.pw[12]\.weight$"),
+        "normconv_conv": re.compile(r"^(conv1d|posnet\.\d+\.conv[12])\.weight$"),
     })
     not_applicable: dict[str, str] = field(default_factory=lambda: {
         "convt": "this decoder has no transposed conv (the inverse STFT makes the samples)",
@@ -333,28 +336,52 @@ class WavTokenizerDec:
         """The fused ConvNeXt node (six sources, pw1's weight fourth, ne [C, F]; the depthwise kernel second, ne
         [C, K]) counts its two products, 4 * T * C * F, the depthwise conv (2 * K per element of the block's
         [T, C]), the LayerNorm (about 8 per element), the exact GELU (about 20 per hidden element) and gamma,
-        biases and residual (4 per element)."""
-        if self.custom_label(name, srcs) != "convnext" or srcs[3] is None or srcs[1] is None:
-            return None
-        c, f = srcs[3].ne[0], srcs[3].ne[1]
-        k = srcs[1].ne[1]
-        t = out.n // max(c, 1)
-        return 4 * t * c * f + (2 * k + 8 + 4) * out.n + 20 * t * f
+        biases and residual (4 per element). The normalised conv (three to five sources, Winograd's matrices
+        second, ne [C_out, C_in, n]) counts the direct conv's products, 2 * T * C_in * C_out * K (the algorithmic
+        count; its layer record says how many its products did), the affine and swish (6 per input element
+        where it has them) and the bias and residual (2 per output element); the GroupNorm statistics (two
+        sources) about 5 per input element."""
+        kind = self.custom_label(name, srcs)
+        if kind == "convnext" and srcs[3] is not None and srcs[1] is not None:
+            c, f = srcs[3].ne[0], srcs[3].ne[1]
+            k = srcs[1].ne[1]
+            t = out.n // max(c, 1)
+            return 4 * t * c * f + (2 * k + 8 + 4) * out.n + 20 * t * f
+        if kind == "normalised conv" and srcs[1] is not None and srcs[0] is not None:
+            c_out, c_in, n = srcs[1].ne[0], srcs[1].ne[1], srcs[1].ne[2]
+            t = out.n // max(c_out, 1)
+            k = WINOGRAD_TAPS.get(n, n)
+            return 2 * t * c_in * c_out * k + (6 * srcs[0].n if len(srcs) > 3 else 0) + 2 * out.n
+        if kind == "group norm statistics" and srcs[0] is not None:
+            return 5 * srcs[0].n
+        return None
 
     def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
-        return "convnext" if len(srcs) == DWMLP_NODE_SOURCES else None
+        """The fused node a CUSTOM node is, told apart by its source count (kzlab.graph.fused)."""
+        if len(srcs) == DWMLP_NODE_SOURCES:
+            return "convnext"
+        if len(srcs) == GN_AFFINE_NODE_SOURCES:
+            return "group norm statistics"
+        return "normalised conv" if 3 <= len(srcs) <= 5 else None
 
     def packed_weights(self, weights: dict[str, Any], hp: WavTokenizerHParams, plan: Any) -> dict[str, np.ndarray]:
         """Tensors the fused nodes read that the file holds apart (numpy order, F32): each ConvNeXt block's five
         per-channel vectors stacked as one [5, C] tensor, `convnext.{i}.vectors` (kzlab.graph.fused.VECTOR_ROWS),
-        so that the fused node takes six sources (ggml allows nine)."""
-        if not getattr(plan, "fused_dwmlp", False):
-            return {}
-        rows = ("dwconv.bias", "norm.weight", "norm.bias", "pw2.bias", "gamma")
-        return {
-            f"convnext.{i}.vectors": np.stack([weights[f"convnext.{i}.{r}"].f32().reshape(-1) for r in rows])
-            for i in range(hp.num_convnext)
-        }
+        so that the fused node takes six sources (ggml allows nine); each posnet GroupNorm's weight and bias as
+        one [2, C] tensor, `posnet.{i}.{norm1,norm2,attn_norm}.vectors`, the statistics node's second source."""
+        out: dict[str, np.ndarray] = {}
+        if getattr(plan, "fused_dwmlp", False):
+            rows = ("dwconv.bias", "norm.weight", "norm.bias", "pw2.bias", "gamma")
+            out |= {
+                f"convnext.{i}.vectors": np.stack([weights[f"convnext.{i}.{r}"].f32().reshape(-1) for r in rows])
+                for i in range(hp.num_convnext)
+            }
+        if getattr(plan, "fused_normconv", False):
+            for i, kind in enumerate(hp.posnet_kinds):
+                for norm in ("norm1", "norm2") if kind == "resnet" else ("attn_norm",):
+                    p = f"posnet.{i}.{norm}"
+                    out[f"{p}.vectors"] = np.stack([weights[f"{p}.{r}"].f32().reshape(-1) for r in ("weight", "bias")])
+        return out
 
     def derived_weights(self, hp: WavTokenizerHParams, plan: Any) -> dict[str, np.ndarray]:
         """Constants the graph needs that the file does not hold (numpy order, F32): the in-graph iSTFT's
@@ -368,5 +395,10 @@ class WavTokenizerDec:
 
 #: sources of the fused ConvNeXt node (len(kzlab.graph.fused.DWMLP_SOURCES), which this layer may not import)
 DWMLP_NODE_SOURCES = 6
+#: sources of the GroupNorm statistics node (x and the norm's weight and bias stacked)
+GN_AFFINE_NODE_SOURCES = 2
+#: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd: F(6, 3) has 8,
+#: F(4, 7) 10; tests/test_fused.py checks the two agree)
+WINOGRAD_TAPS = {8: 3, 10: 7}
 
 ARCH = WavTokenizerDec()

@@ -22,6 +22,9 @@ from kzlab.graph.fused.kernels import (
     convt_tile_rows,
     dwmlp_rows,
     dwmlp_tile_rows,
+    group_norm_affine,
+    normconv_rows,
+    normconv_tile_rows,
     snake_block,
     unit_rows,
     unit_tile_rows,
@@ -32,8 +35,8 @@ _F32P = ctypes.POINTER(ctypes.c_float)
 _errors: list[BaseException] = []
 _errors_lock = threading.Lock()
 #: userdata bits: input channels-last, output channels-last, a bias vector is source 3, the unit's conv weight
-#: holds Winograd's F(m, 7) matrices
-IN_CL, OUT_CL, HAS_BIAS, WINOGRAD = 1, 2, 4, 8
+#: holds Winograd's F(m, 7) matrices; the normalised conv's affine and residual sources are present
+IN_CL, OUT_CL, HAS_BIAS, WINOGRAD, HAS_AFFINE, HAS_RESIDUAL = 1, 2, 4, 8, 16, 32
 
 
 def _array(t, shape: tuple[int, ...]) -> np.ndarray:
@@ -271,6 +274,94 @@ def dwmlp(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
     C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
     flags = (IN_CL if in_cl else 0) | OUT_CL | (left << _PARAM_SHIFT) | (_f32_bits(eps) << _EPS_SHIFT)
     return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _DWMLP_CB, -1, flags)
+
+
+# ---- GroupNorm statistics and the normalised conv -------------------------------------------------------------
+#: where the GroupNorm's group count sits in the statistics node's userdata (above the flags, below the epsilon)
+_GROUPS_BITS = _EPS_SHIFT - _PARAM_SHIFT
+
+
+def _gn_affine_kernel(dst, ith: int, nth: int, userdata) -> None:
+    try:
+        flags = int(userdata or 0)
+        groups = (flags >> _PARAM_SHIFT) & ((1 << _GROUPS_BITS) - 1)
+        eps = float(np.array(flags >> _EPS_SHIFT, np.uint32).view(np.float32))
+        d = dst.contents
+        x, C, T = _rows_view(d, flags)
+        vec = _array(d.src[1], (2, C))  # the norm's weight and bias
+        out = _array(dst, (2, C))
+        g0, g1 = groups * ith // nth, groups * (ith + 1) // nth  # each thread whole groups, over every frame
+        if g0 < g1:
+            cg = C // groups
+            group_norm_affine(x, vec[0], vec[1], groups, eps, g0 * cg, g1 * cg, out)
+    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
+        with _errors_lock:
+            _errors.append(e)
+
+
+_GN_AFFINE_CB = g.ggml_custom_op_t(_gn_affine_kernel)
+
+
+def group_norm_affine_node(ctx, x, in_cl: bool, vectors, groups: int, eps: float):
+    """GroupNorm's statistics over `x` (F32, 2-D, C channels, every frame) folded with its weight and bias into a
+    per-channel affine: ne [C, 2], row 0 the scale, row 1 the shift (`kernels.group_norm_affine`). `vectors` is
+    the norm's weight and bias stacked, ne [C, 2]. What the normalised conv (`normconv`) applies on its tiles."""
+    C = int(x.contents.ne[0]) if in_cl else int(x.contents.ne[1])
+    if groups < 1 or C % groups or groups >= 1 << _GROUPS_BITS:
+        raise ValueError(f"GroupNorm of {groups} groups over {C} channels: the groups must divide the channels")
+    if not (0.0 < eps < 1.0):
+        raise ValueError(f"the GroupNorm epsilon {eps} is not in (0, 1)")
+    if not g.ggml_is_contiguous(x):
+        x = g.ggml_cont(ctx, x)
+    srcs = [x, vectors]
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    flags = (IN_CL if in_cl else 0) | (groups << _PARAM_SHIFT) | (_f32_bits(eps) << _EPS_SHIFT)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, 2, 1, 1, args, len(srcs), _GN_AFFINE_CB, -1, flags)
+
+
+def _normconv_kernel(dst, ith: int, nth: int, userdata) -> None:
+    try:
+        flags = int(userdata or 0)
+        taps = flags >> _PARAM_SHIFT
+        d = dst.contents
+        x, c_in, T = _rows_view(d, flags)
+        w = d.src[1].contents
+        c_out, n_mat = int(w.ne[0]), int(w.ne[2])
+        y = _array(dst, (T, c_out))  # the node always writes channels-last
+        p = {"weight": _array(d.src[1], (n_mat, c_in, c_out)), "bias": _array(d.src[2], (c_out,))}
+        i = 3
+        if flags & HAS_AFFINE:
+            p["affine"] = _array(d.src[i], (2, c_in))
+            i += 1
+        res = _array(d.src[i], (T, c_out)) if flags & HAS_RESIDUAL else None
+        tile = normconv_tile_rows(c_in)
+        _share(ith, nth, T, tile, lambda a, b, n: normconv_rows(x, y, p, taps, a, b, n, res))
+    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
+        with _errors_lock:
+            _errors.append(e)
+
+
+_NORMCONV_CB = g.ggml_custom_op_t(_normconv_kernel)
+
+
+def normconv(ctx, x, in_cl: bool, weight, bias, taps: int, affine=None, residual=None):
+    """The normalised conv node over `x` (F32, 2-D, C_in channels): y = conv(act(x)) + bias (+ residual), a 'same'
+    conv of `taps` taps by Winograd (`kernels.normconv_rows`), act = swish(x * scale + shift) with `affine`
+    (ne [C_in, 2], `group_norm_affine_node`) or the identity; writes channels-last [C_out, T].
+
+    `weight` holds Winograd's transformed matrices, ne [C_out, C_in, m + taps - 1]; `bias` [C_out]; `residual`
+    channels-last [C_out, T]."""
+    if taps < 2 or taps % 2 == 0:
+        raise ValueError(f"the normalised conv takes an odd number of taps ('same' padding); got {taps}")
+    if not g.ggml_is_contiguous(x):
+        x = g.ggml_cont(ctx, x)
+    srcs = [x, weight, bias] + ([affine] if affine is not None else []) + ([residual] if residual is not None else [])
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    T = int(x.contents.ne[1]) if in_cl else int(x.contents.ne[0])
+    c_out = int(weight.contents.ne[0])
+    flags = ((IN_CL if in_cl else 0) | OUT_CL | (HAS_AFFINE if affine is not None else 0)
+             | (HAS_RESIDUAL if residual is not None else 0) | (taps << _PARAM_SHIFT))
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, c_out, T, 1, 1, args, len(srcs), _NORMCONV_CB, -1, flags)
 
 
 def after_compute() -> None:

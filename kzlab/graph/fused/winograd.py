@@ -30,20 +30,38 @@ from functools import cache
 
 import numpy as np
 
-#: taps of the convs computed this way (the BigVGAN residual unit's dilated conv)
+#: taps of the convs computed this way by default (the BigVGAN residual unit's dilated conv)
 TAPS = 7
-#: the finite points of F(m, 7) for m outputs a transform (m + 5 of them, with infinity m + 6)
-POINTS = {
-    2: (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2)),
-    3: (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
-        Fraction(3, 2)),
-    4: (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
-        Fraction(3, 2), Fraction(-3, 2)),
-}
-#: outputs per transform (F(4, 7): the fastest measured, see above)
-OUTPUTS = 4
-#: inputs per transform (and products per transform)
+#: the finite interpolation points, in the order they are taken: F(m, r) takes the first m + r - 2 of them and
+#: the point at infinity (the classic choice: small integers first, then halves, whose powers stay small)
+POINT_SEQUENCE = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2),
+                  Fraction(-1, 2), Fraction(3, 2), Fraction(-3, 2))
+#: outputs per transform for each tap count kzlab computes this way, the fastest measured: F(4, 7) for the
+#: residual unit (see above), F(6, 3) for WavTokenizer's 3-tap convs (one core, C = 768, 376 frames: 0.62 of the
+#: direct form's time, F(4, 3) 0.67, F(2, 3) 0.77; float32 SNR against float64 116, 119 and 127 dB, the direct
+#: sum 129 dB)
+OUTPUTS_BY_TAPS = {7: 4, 3: 6}
+#: outputs per transform of the residual unit's conv (F(4, 7))
+OUTPUTS = OUTPUTS_BY_TAPS[TAPS]
+#: inputs per transform of F(4, 7) (and products per transform)
 N = TAPS + OUTPUTS - 1
+
+
+def points(m: int, taps: int = TAPS) -> tuple[Fraction, ...]:
+    """The finite points of F(m, taps): m + taps - 2 of POINT_SEQUENCE (with infinity, m + taps - 1)."""
+    n = m + taps - 1
+    if m < 1 or taps < 2 or n - 1 > len(POINT_SEQUENCE):
+        raise ValueError(f"Winograd F({m}, {taps}) needs {n - 1} finite points; kzlab has {len(POINT_SEQUENCE)}")
+    return POINT_SEQUENCE[: n - 1]
+
+
+def outputs(taps: int) -> int:
+    """Outputs per transform kzlab uses for a conv of `taps` taps (OUTPUTS_BY_TAPS)."""
+    try:
+        return OUTPUTS_BY_TAPS[taps]
+    except KeyError:
+        raise ValueError(f"no Winograd transform for convs of {taps} taps (kzlab has them for "
+                         f"{', '.join(map(str, sorted(OUTPUTS_BY_TAPS)))})") from None
 
 
 def _vandermonde(cols: int, points: tuple[Fraction, ...]) -> list[list[Fraction]]:
@@ -68,12 +86,12 @@ def _inverse(m: list[list[Fraction]]) -> list[list[Fraction]]:
 
 
 @cache
-def matrices(m: int = OUTPUTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(A^T [m, n], G [n, 7], B^T [n, n]) of F(m, 7), n = m + 6, in float64, B^T's rows scaled to a largest |entry|
-    of 1 and G's rows by the inverse (the product G w * B^T z is unchanged)."""
-    points, n = POINTS[m], m + TAPS - 1
-    vn_inv = _inverse(_vandermonde(n, points))
-    vm, vr = _vandermonde(m, points), _vandermonde(TAPS, points)
+def matrices(m: int = OUTPUTS, taps: int = TAPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A^T [m, n], G [n, taps], B^T [n, n]) of F(m, taps), n = m + taps - 1, in float64, B^T's rows scaled to a
+    largest |entry| of 1 and G's rows by the inverse (the product G w * B^T z is unchanged)."""
+    pts, n = points(m, taps), m + taps - 1
+    vn_inv = _inverse(_vandermonde(n, pts))
+    vm, vr = _vandermonde(m, pts), _vandermonde(taps, pts)
     at = np.array([[float(vm[i][j]) for i in range(n)] for j in range(m)])
     g = np.array([[float(x) for x in row] for row in vr])
     bt = np.array([[float(vn_inv[j][i]) for j in range(n)] for i in range(n)])
@@ -81,56 +99,66 @@ def matrices(m: int = OUTPUTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return at, g * scale[:, None], bt / scale[:, None]
 
 
-def transform_weights(w: np.ndarray, m: int = OUTPUTS) -> np.ndarray:
-    """The conv's weight as numpy [K, C_in, C_out] (K = 7) -> the m + 6 transformed matrices G w,
-    [m + 6, C_in, C_out] F32, computed in float64."""
-    if w.ndim != 3 or w.shape[0] != TAPS:
-        raise ValueError(f"Winograd F(m, 7) takes a weight of 7 taps, [7, C_in, C_out]; got {w.shape}")
-    _, g, _ = matrices(m)
-    return np.einsum("pk,kio->pio", g, w.astype(np.float64)).astype(np.float32)
+def transform_weights(w: np.ndarray, m: int | None = None) -> np.ndarray:
+    """The conv's weight as numpy [K, C_in, C_out] -> the m + K - 1 transformed matrices G w,
+    [m + K - 1, C_in, C_out] F32, computed in float64; m defaults to `outputs(K)`."""
+    if w.ndim != 3 or w.shape[0] < 2:
+        raise ValueError(f"Winograd F(m, K) takes a weight of K >= 2 taps, [K, C_in, C_out]; got {w.shape}")
+    taps, c_in, c_out = w.shape
+    _, g, _ = matrices(outputs(taps) if m is None else m, taps)
+    out = np.empty((g.shape[0], c_in, c_out), np.float32)
+    step = max(1, (1 << 18) // max(c_in, 1))  # output channels at a time: the float64 copies stay a few MB
+    for c0 in range(0, c_out, step):
+        blk = w[:, :, c0 : c0 + step].astype(np.float64)
+        out[:, :, c0 : c0 + step] = np.tensordot(g, blk, axes=(1, 0))
+    return out
 
 
-def extra_rows(dilation: int, m: int = OUTPUTS) -> int:
-    """Rows an input buffer needs past the outputs' frames and their 6d-frame halo: the inputs are read as whole
-    blocks of m x dilation frames (0 for m = 2 or 3)."""
-    return ((m + TAPS - 2) // m * m - (TAPS - 1)) * dilation
+def extra_rows(dilation: int, m: int = OUTPUTS, taps: int = TAPS) -> int:
+    """Rows an input buffer needs past the outputs' frames and their (taps - 1) d-frame halo: the inputs are read
+    as whole blocks of m x dilation frames (0 where taps - 1 is a multiple of m)."""
+    return (-(-(taps - 1) // m) * m - (taps - 1)) * dilation
 
 
 class Workspace:
-    """The buffers of one thread's tiles (at most `groups` groups of m output frames, C channels): allocated once
-    per node call, reused by every tile."""
+    """The buffers of one thread's tiles (at most `groups` groups of m output frames, C_in channels in, C_out out,
+    C_out = C_in unless given): allocated once per node call, reused by every tile."""
 
-    def __init__(self, groups: int, C: int, m: int = OUTPUTS):
-        n = m + TAPS - 1
-        self.m = m
-        self.z = np.empty((n, groups * C), np.float32)  # the n inputs of every group, then their products
-        self.zt = np.empty((n, groups * C), np.float32)  # B^T z, then the m outputs
-        at, _, bt = matrices(m)
+    def __init__(self, groups: int, C: int, m: int = OUTPUTS, taps: int = TAPS, c_out: int | None = None):
+        n = m + taps - 1
+        self.m, self.taps = m, taps
+        width = groups * max(C, c_out or C)
+        self.z = np.empty((n, width), np.float32)  # the n inputs of every group, then their products
+        self.zt = np.empty((n, width), np.float32)  # B^T z, then the m outputs
+        at, _, bt = matrices(m, taps)
         self.at, self.bt = at.astype(np.float32), bt.astype(np.float32)
 
 
 def conv_groups(S: np.ndarray, Wt: np.ndarray, h: np.ndarray, dilation: int, ws: Workspace) -> None:
     """h[u] = sum_k S[u + k d] . W[k] for the h.shape[0] output frames, a whole number of blocks of m d frames
-    (each block groups frames j, j + d, ..., j + (m-1) d), `Wt` the transformed weight (`transform_weights`).
-    S[0] is the first input the first output reads (S holds the 6d inputs before the outputs' own), and S has
-    `extra_rows` rows more, which only complete the last block (never read)."""
+    (each block groups frames j, j + d, ..., j + (m-1) d), `Wt` the transformed weight (`transform_weights`,
+    [n, C_in, C_out]). S ([rows, C_in]) starts at the first input the first output reads (it holds the
+    (taps - 1) d inputs before the outputs' own), and has `extra_rows` rows more, which only complete the last
+    block (never read)."""
     d, m = dilation, ws.m
-    n_in = m + TAPS - 1
-    rows, C = h.shape
+    n_in = m + ws.taps - 1
+    rows, c_out = h.shape
+    c_in = S.shape[1]
     q = rows // (m * d)
     blocks = q + (n_in - 1) // m  # the blocks the inputs of q blocks of outputs span
     if q * m * d != rows or S.shape[0] < blocks * m * d:
         raise ValueError(f"conv_groups: {rows} frames is not whole blocks of {m * d}, or S has too few rows")
     groups = q * d
-    L = groups * C
-    z, zt = ws.z[:, :L], ws.zt[:, :L]
-    s4 = S[: blocks * m * d].reshape(blocks, m, d, C)  # s4[b, r, j] = S[m d b + r d + j]
+    z, zt = ws.z[:, : groups * c_in], ws.zt[:, : groups * c_in]
+    s4 = S[: blocks * m * d].reshape(blocks, m, d, c_in)  # s4[b, r, j] = S[m d b + r d + j]
     for i in range(n_in):  # z_i of group (block b, offset j) = S[m d b + j + i d]
-        z[i].reshape(q, d, C)[...] = s4[i // m : i // m + q, i % m]
+        z[i].reshape(q, d, c_in)[...] = s4[i // m : i // m + q, i % m]
     np.matmul(ws.bt, z, out=zt)  # B^T z for every group and channel
-    np.matmul(zt.reshape(n_in, groups, C), Wt, out=z.reshape(n_in, groups, C))  # n products [groups, C] x [C, C]
-    y = zt[:m]
-    np.matmul(ws.at, z, out=y)  # A^T: the m outputs of every group
-    h4 = h.reshape(q, m, d, C)
+    prods = ws.z[:, : groups * c_out]
+    # n products [groups, C_in] x [C_in, C_out]
+    np.matmul(zt.reshape(n_in, groups, c_in), Wt, out=prods.reshape(n_in, groups, c_out))
+    y = ws.zt[:m, : groups * c_out]
+    np.matmul(ws.at, prods, out=y)  # A^T: the m outputs of every group
+    h4 = h.reshape(q, m, d, c_out)
     for r in range(m):
-        h4[:, r] = y[r].reshape(q, d, C)
+        h4[:, r] = y[r].reshape(q, d, c_out)

@@ -23,32 +23,41 @@ def hann(n: int) -> np.ndarray:
 
 
 def istft(h: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
-    """Head output h [n_fft + 2, T] -> waveform float32 [T * hop]."""
-    h = np.asarray(h, dtype=np.float64)
+    """Head output h [n_fft + 2, T] -> waveform float32 [T * hop].
+
+    Computed frame-major ([T, n_fft], each frame's samples contiguous) and in float32, as PyTorch computes it:
+    the overlap-add is then n_fft / hop adds of whole [T, hop] blocks where n_fft is a multiple of the hop (4 at
+    the shipped sizes, against T adds of one strided frame each), and numpy's float32 exp, sin, cos and FFT are
+    vectorised where its float64 sin and cos are not (750 frames: 22 ms in float64 frame by frame, 6 ms so; the
+    two agree to 137 dB on random heads). The window's overlap-added square is summed in float64."""
     nb = n_fft // 2 + 1
     T = h.shape[1]
-    mag = np.minimum(np.exp(h[:nb]), MAG_MAX)
-    spec = mag * np.exp(1j * h[nb : 2 * nb])
+    hf = np.ascontiguousarray(np.asarray(h, dtype=np.float32).T)  # [T, n_fft + 2]
+    mag = np.minimum(np.exp(hf[:, :nb]), np.float32(MAG_MAX))
+    ph = hf[:, nb : 2 * nb]
+    spec = np.empty((T, nb), np.complex64)
+    spec.real = mag * np.cos(ph)
+    spec.imag = mag * np.sin(ph)
     w = hann(n_fft)
-    frames = np.fft.irfft(spec, n=n_fft, axis=0) * w[:, None]  # [n_fft, T]
+    frames = np.fft.irfft(spec, n=n_fft, axis=1)  # [T, n_fft]
+    frames *= w.astype(np.float32)
     L = (T - 1) * hop + n_fft
-    y = np.zeros(L)
-    env = np.zeros(L)
-    for t in range(T):  # numpy adds whole frames at a time: T adds of n_fft samples
-        y[t * hop : t * hop + n_fft] += frames[:, t]
     wsq = w * w
-    reps = n_fft // hop
     if n_fft % hop == 0:
-        env_core = wsq.reshape(reps, hop)
+        reps = n_fft // hop
+        Y = np.zeros((T + reps - 1, hop), np.float32)
         E = np.zeros((T + reps - 1, hop))
         for r in range(reps):
-            E[r : r + T] += env_core[r]
-        env = E.reshape(-1)
+            Y[r : r + T] += frames[:, r * hop : (r + 1) * hop]
+            E[r : r + T] += wsq[r * hop : (r + 1) * hop]
+        y, env = Y.reshape(-1), E.reshape(-1)
     else:
+        y, env = np.zeros(L, np.float32), np.zeros(L)
         for t in range(T):
+            y[t * hop : t * hop + n_fft] += frames[t]
             env[t * hop : t * hop + n_fft] += wsq
     pad = (n_fft - hop) // 2
-    return (y[pad : L - pad] / env[pad : L - pad]).astype(np.float32)
+    return (y[pad : L - pad] / env[pad : L - pad].astype(np.float32)).astype(np.float32)
 
 
 def basis(n_fft: int) -> np.ndarray:

@@ -218,7 +218,8 @@ class Lowering:
             "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
             "dwmlp": "fused" if fast and _dwmlp_node_pays() and all(getattr(self, f) == getattr(d, f) for f in (
                 "gelu", "dwconv", "mm_chunk", "wtype")) else "ops",
-            "normconv": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
+            "normconv": "fused" if fast and all(getattr(self, f) == getattr(d, f) for f in (
+                "conv", "conv_src1", "mm_chunk", "wtype")) else "ops",
         }
         choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}

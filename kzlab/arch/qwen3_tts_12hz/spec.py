@@ -168,7 +168,7 @@ class Qwen3Tts12Hz:
 
 
 #: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd:
-#: F(4, 7) has 10; this layer may not import it, tests/test_fused.py checks the two agree)
+#: F(4, 7) has 10; this layer may not import it, tests/test_fused_normconv.py checks the two agree)
 WINOGRAD_TAPS = {10: 7}
 #: sources of the fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES: x, then two snakes and two convs)
 _UNIT_SOURCES = ("x", "act1.alpha", "act1.beta", "conv1.weight", "conv1.bias",

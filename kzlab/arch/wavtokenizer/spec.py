@@ -398,7 +398,7 @@ DWMLP_NODE_SOURCES = 6
 #: sources of the GroupNorm statistics node (x and the norm's weight and bias stacked)
 GN_AFFINE_NODE_SOURCES = 2
 #: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd: F(6, 3) has 8,
-#: F(4, 7) 10; tests/test_fused.py checks the two agree)
+#: F(4, 7) 10; tests/test_fused_normconv.py checks the two agree)
 WINOGRAD_TAPS = {8: 3, 10: 7}
 
 ARCH = WavTokenizerDec()

@@ -320,12 +320,8 @@ def silu(u: np.ndarray, tmp: np.ndarray) -> None:
 #: products are faster (one core, C 768, 375 frames: 13.5, 10.4, 9.3 and 9.3 ms at 96, 192, 384 and 768 frames a
 #: tile), so a tile is as tall as 2 MB of input rows
 NORMCONV_TILE_BYTES = 1 << 21
-NORMCONV_MIN_ROWS, NORMCONV_MAX_ROWS = 96, 768
-
-
-def normconv_tile_rows(C: int) -> int:
-    """Frames per tile of the normalised conv for C input channels."""
-    return tile_rows(NORMCONV_TILE_BYTES, C, NORMCONV_MIN_ROWS, NORMCONV_MAX_ROWS)
+#: the bounds of a normalised conv's tile, in frames (`tile_rows`)
+NORMCONV_ROWS = (96, 768)
 
 
 def normconv_rows(

@@ -17,6 +17,8 @@ from kzlab.errors import BackendError
 from kzlab.graph.fused.kernels import (
     BLOCK,
     CONVT_SPLIT_CHANNELS_BYTES,
+    NORMCONV_ROWS,
+    NORMCONV_TILE_BYTES,
     convt_channel_rows,
     convt_rows,
     convt_tile_rows,
@@ -24,8 +26,8 @@ from kzlab.graph.fused.kernels import (
     dwmlp_tile_rows,
     group_norm_affine,
     normconv_rows,
-    normconv_tile_rows,
     snake_block,
+    tile_rows,
     unit_rows,
     unit_tile_rows,
 )
@@ -334,7 +336,7 @@ def _normconv_kernel(dst, ith: int, nth: int, userdata) -> None:
             p["affine"] = _array(d.src[i], (2, c_in))
             i += 1
         res = _array(d.src[i], (T, c_out)) if flags & HAS_RESIDUAL else None
-        tile = normconv_tile_rows(c_in)
+        tile = tile_rows(NORMCONV_TILE_BYTES, c_in, *NORMCONV_ROWS)
         _share(ith, nth, T, tile, lambda a, b, n: normconv_rows(x, y, p, taps, a, b, n, res))
     except BaseException as e:  # ggml's C frames cannot unwind a Python exception
         with _errors_lock:

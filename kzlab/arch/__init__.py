@@ -20,6 +20,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from kzlab.errors import InvalidModelError
 
+#: Winograd's transformed matrices -> the taps of the conv they compute, for a family's count of a fused node whose
+#: conv runs that way (kzlab.graph.fused.winograd: F(6, 3) has 8 matrices, F(4, 7) 10; the data half may not import
+#: it, tests/test_fused_normconv.py checks the two agree)
+WINOGRAD_TAPS = {8: 3, 10: 7}
 #: family name -> the module holding its `ARCH` (the data half); one line per family
 _FAMILIES: dict[str, str] = {
     "qwen3-tts-12hz": "kzlab.arch.qwen3_tts_12hz.spec",

@@ -45,8 +45,8 @@ class Prepared:
     widen: bool = False
     #: a layout other than the lowering's usual one for this kind of weight ("taps": a conv with one output
     #: channel as ne [C_in, K], see GraphBuilder.conv1d; "snake-convt": a block's transposed conv for the fused
-    #: node, see blocks.fused_snake_convt; "winograd": a residual unit's conv as the matrices of Winograd's F(4, 7),
-    #: see kzlab.graph.fused.winograd)
+    #: node, see blocks.fused_snake_convt; "winograd": a conv as the matrices of Winograd's F(m, K) that a fused
+    #: node reads, see kzlab.graph.fused.winograd)
     layout: str = ""
     #: computes the bytes when they are uploaded (`stored`), `data` being a placeholder of their type and size: a
     #: weight laid out anew is made one at a time, not all of them before the first upload (the peak memory of a
@@ -210,10 +210,7 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
             if k != winograd.TAPS:
                 raise InvalidOptionError(f"{role}: unitconv='winograd' computes convs of {winograd.TAPS} taps, this "
                                          f"one has {k}; use unitconv='direct'")
-            p = lazy(role, "F32", (cout, cin, winograd.N), np.float32,
-                     lambda: winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
-            p.layout = "winograd"
-            return [p]
+            return [_winograd(role, w, winograd.N)]
         return [_matrix(role, w, lambda a: a.transpose(2, 1, 0), (cout, cin, k), "F32", False)]
     if low.fused_normconv and fam.fused_roles.get("normconv_conv", NEVER).search(role):
         # the normalised conv's Winograd products: the transformed matrices G w, numpy [n, C_in, C_out], ne
@@ -224,10 +221,7 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
         except ValueError as e:
             raise InvalidOptionError(f"{role}: normconv='fused' cannot compute this conv ({e}); use "
                                      "normconv='ops'") from None
-        p = lazy(role, "F32", (cout, cin, n), np.float32,
-                 lambda: winograd.transform_weights(w.f32().transpose(2, 1, 0)), role)
-        p.layout = "winograd"
-        return [p]
+        return [_winograd(role, w, n)]
     if len(shape) == 3 and role.endswith(".weight"):
         return [_prepare_conv(role, w, low, fam)]
     # linear [out, in] -> ne [in, out]
@@ -237,6 +231,16 @@ def _prepare_one(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> list[
         return [_matrix(role, w, lambda a: a, (in_f, out_f), "F32", True)]
     t = _pick_type(w, low.wtype, in_f, True, fam)
     return [_matrix(role, w, lambda a: a, (in_f, out_f), t, True)]
+
+
+def _winograd(role: str, w: Weight, n: int) -> Prepared:
+    """A conv weight [C_out, C_in, K] as the n = m + K - 1 matrices G w of Winograd's F(m, K) (numpy [n, C_in, C_out]
+    F32, ne [C_out, C_in, n]), made when uploaded."""
+    cout, cin, _ = w.shape
+    p = lazy(role, "F32", (cout, cin, n), np.float32, lambda: winograd.transform_weights(w.f32().transpose(2, 1, 0)),
+             role)
+    p.layout = "winograd"
+    return p
 
 
 def _prepare_conv(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:

@@ -252,8 +252,7 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
     d = {"fused_into": p}
     conv1: dict = {"dilation": dilation}
     if b.low.winograd_unit:  # the record keeps the conv's own MACs; its products do fewer (an effective GF/s)
-        m = fused.winograd.OUTPUTS
-        conv1 |= {"algorithm": f"winograd F({m}, 7)", "product_macs": c * c * (m + 6) * -(-T // m)}
+        conv1 |= fused.winograd.record(c, c, T)
     subs = [
         (".act1", "snake", 0, 0, {}),
         (".conv1", "conv1d", 7, c * c * 7 * T, conv1),

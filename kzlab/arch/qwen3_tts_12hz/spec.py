@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kzlab.arch import Stage
+from kzlab.arch import WINOGRAD_TAPS, Stage
 from kzlab.arch.qwen3_tts_12hz import checks, roles
 from kzlab.arch.qwen3_tts_12hz.hparams import HParams, hparams_from
 
@@ -167,9 +167,6 @@ class Qwen3Tts12Hz:
         )
 
 
-#: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd:
-#: F(4, 7) has 10; this layer may not import it, tests/test_fused_normconv.py checks the two agree)
-WINOGRAD_TAPS = {10: 7}
 #: sources of the fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES: x, then two snakes and two convs)
 _UNIT_SOURCES = ("x", "act1.alpha", "act1.beta", "conv1.weight", "conv1.bias",
                  "act2.alpha", "act2.beta", "conv2.weight", "conv2.bias")

@@ -89,10 +89,8 @@ def fused_conv(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int
     bias, and `residual` added; channels-last out. The record keeps the conv's own MACs and says what its products
     did (`algorithm`, `product_macs`: an effective GF/s above the machine's peak reads as what it is)."""
     T = x.T
-    m = fused.winograd.outputs(k)
-    n = m + k - 1
     macs = c_in * c_out * k * T
-    extra = {"padding": "same", "algorithm": f"winograd F({m}, {k})", "product_macs": c_in * c_out * n * -(-T // m)}
+    extra = {"padding": "same", **fused.winograd.record(c_in, c_out, T, k)}
     if fuses:
         extra["fuses"] = list(fuses)
     with b.layer(path, "conv1d", c_in=c_in, c_out=c_out, kernel=k, t_in=T, t_out=T, macs=macs, macs_seed=macs,

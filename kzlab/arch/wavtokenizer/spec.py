@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kzlab.arch import Stage
+from kzlab.arch import WINOGRAD_TAPS, Stage
 from kzlab.errors import InvalidModelError
 from kzlab.model.model import Role
 
@@ -397,8 +397,5 @@ class WavTokenizerDec:
 DWMLP_NODE_SOURCES = 6
 #: sources of the GroupNorm statistics node (x and the norm's weight and bias stacked)
 GN_AFFINE_NODE_SOURCES = 2
-#: Winograd's transformed matrices -> the taps of the conv they compute (kzlab.graph.fused.winograd: F(6, 3) has 8,
-#: F(4, 7) 10; tests/test_fused_normconv.py checks the two agree)
-WINOGRAD_TAPS = {8: 3, 10: 7}
 
 ARCH = WavTokenizerDec()

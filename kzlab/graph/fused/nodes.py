@@ -41,42 +41,52 @@ _errors_lock = threading.Lock()
 IN_CL, OUT_CL, HAS_BIAS, WINOGRAD, HAS_AFFINE, HAS_RESIDUAL = 1, 2, 4, 8, 16, 32
 
 
+def _callback(kernel):
+    """A fused node's C callback running `kernel(dst, ith, nth, flags)` on each of ggml's threads: an exception in
+    it cannot unwind ggml's C frames, so it is recorded and raised by `after_compute()` once the graph returns.
+    Kept at module level by its caller: the C pointer must outlive every graph."""
+
+    def run(dst, ith: int, nth: int, userdata) -> None:
+        try:
+            kernel(dst, ith, nth, int(userdata or 0))
+        except BaseException as e:
+            with _errors_lock:
+                _errors.append(e)
+
+    return g.ggml_custom_op_t(run)
+
+
 def _array(t, shape: tuple[int, ...]) -> np.ndarray:
     return np.ctypeslib.as_array(ctypes.cast(t.contents.data, _F32P), shape=shape)
 
 
-def _snake_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        d = dst.contents
-        src = d.src[0].contents
-        in_cl, out_cl = bool(flags & IN_CL), bool(flags & OUT_CL)
-        C = int(src.ne[0]) if in_cl else int(src.ne[1])
-        T = int(src.ne[1]) if in_cl else int(src.ne[0])
-        # numpy views in torch terms: x and y are [C, T] whatever the memory order
-        x = _array(d.src[0], (T, C)).T if in_cl else _array(d.src[0], (C, T))
-        y = _array(dst, (T, C)).T if out_cl else _array(dst, (C, T))
-        vec = [_array(d.src[i], (C,))[:, None] for i in (1, 2)]
-        bias = _array(d.src[3], (C,))[:, None] if flags & HAS_BIAS else None
-        if not in_cl and not out_cl:  # channels-first throughout: each thread takes whole channels
-            c0, c1 = C * ith // nth, C * (ith + 1) // nth
-            step = max(1, BLOCK // max(T, 1))
-            for s in range(c0, c1, step):
-                e = min(c1, s + step)
-                bb = bias[s:e] if bias is not None else None
-                snake_block(x[s:e], y[s:e], vec[0][s:e], vec[1][s:e], bb)
-            return
-        t0, t1 = T * ith // nth, T * (ith + 1) // nth  # otherwise each thread takes a range of frames
-        step = max(1, BLOCK // max(C, 1))
-        for s in range(t0, t1, step):
-            e = min(t1, s + step)
-            snake_block(x[:, s:e], y[:, s:e], vec[0], vec[1], bias)
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _snake_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    d = dst.contents
+    src = d.src[0].contents
+    in_cl, out_cl = bool(flags & IN_CL), bool(flags & OUT_CL)
+    C = int(src.ne[0]) if in_cl else int(src.ne[1])
+    T = int(src.ne[1]) if in_cl else int(src.ne[0])
+    # numpy views in torch terms: x and y are [C, T] whatever the memory order
+    x = _array(d.src[0], (T, C)).T if in_cl else _array(d.src[0], (C, T))
+    y = _array(dst, (T, C)).T if out_cl else _array(dst, (C, T))
+    vec = [_array(d.src[i], (C,))[:, None] for i in (1, 2)]
+    bias = _array(d.src[3], (C,))[:, None] if flags & HAS_BIAS else None
+    if not in_cl and not out_cl:  # channels-first throughout: each thread takes whole channels
+        c0, c1 = C * ith // nth, C * (ith + 1) // nth
+        step = max(1, BLOCK // max(T, 1))
+        for s in range(c0, c1, step):
+            e = min(c1, s + step)
+            bb = bias[s:e] if bias is not None else None
+            snake_block(x[s:e], y[s:e], vec[0][s:e], vec[1][s:e], bb)
+        return
+    t0, t1 = T * ith // nth, T * (ith + 1) // nth  # otherwise each thread takes a range of frames
+    step = max(1, BLOCK // max(C, 1))
+    for s in range(t0, t1, step):
+        e = min(t1, s + step)
+        snake_block(x[:, s:e], y[:, s:e], vec[0], vec[1], bias)
 
 
-_SNAKE_CB = g.ggml_custom_op_t(_snake_kernel)  # module-level: the C pointer must outlive every graph
+_SNAKE_CB = _callback(_snake_kernel)  # module-level: the C pointer must outlive every graph
 
 
 def snake(ctx, x, in_cl: bool, alpha, inv_beta, bias=None, out_cl: bool | None = None):
@@ -137,25 +147,20 @@ def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
         rows(a, b, -(-(b - a) // n_tiles))
 
 
-def _unit_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        d = dst.contents
-        x, C, T = _rows_view(d, flags)
-        y = _array(dst, (T, C))  # the node always writes channels-last
-        K = int(d.src[3].contents.ne[2])  # taps, or Winograd's m + 6 matrices
-        shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
-        names = UNIT_SOURCES[1:]
-        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
-        wino = bool(flags & WINOGRAD)
-        tile = unit_tile_rows(C)
-        _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino))
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _unit_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    d = dst.contents
+    x, C, T = _rows_view(d, flags)
+    y = _array(dst, (T, C))  # the node always writes channels-last
+    K = int(d.src[3].contents.ne[2])  # taps, or Winograd's m + 6 matrices
+    shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
+    names = UNIT_SOURCES[1:]
+    p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
+    wino = bool(flags & WINOGRAD)
+    tile = unit_tile_rows(C)
+    _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino))
 
 
-_UNIT_CB = g.ggml_custom_op_t(_unit_kernel)
+_UNIT_CB = _callback(_unit_kernel)
 
 
 def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = False):
@@ -174,31 +179,26 @@ def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = 
 
 
 # ---- SnakeBeta + transposed conv ------------------------------------------------------------------------------
-def _convt_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        stride = flags >> _PARAM_SHIFT
-        d = dst.contents
-        x, C, T = _rows_view(d, flags)
-        w = d.src[3].contents
-        c_out, k = int(w.ne[0]), int(w.ne[1])
-        y = _array(dst, (T * stride, c_out))
-        shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
-        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
-        tile = convt_tile_rows(k, c_out)
-        if 4 * C * k * c_out > CONVT_SPLIT_CHANNELS_BYTES:
-            c0, c1 = c_out * ith // nth, c_out * (ith + 1) // nth
-            if c0 < c1:
-                blas_one_thread()
-                convt_channel_rows(x, y, p, stride, c0, c1, min(tile, T))
-        else:
-            _share(ith, nth, T, tile, lambda a, b, n: convt_rows(x, y, p, stride, a, b, n))
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _convt_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    stride = flags >> _PARAM_SHIFT
+    d = dst.contents
+    x, C, T = _rows_view(d, flags)
+    w = d.src[3].contents
+    c_out, k = int(w.ne[0]), int(w.ne[1])
+    y = _array(dst, (T * stride, c_out))
+    shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
+    p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
+    tile = convt_tile_rows(k, c_out)
+    if 4 * C * k * c_out > CONVT_SPLIT_CHANNELS_BYTES:
+        c0, c1 = c_out * ith // nth, c_out * (ith + 1) // nth
+        if c0 < c1:
+            blas_one_thread()
+            convt_channel_rows(x, y, p, stride, c0, c1, min(tile, T))
+    else:
+        _share(ith, nth, T, tile, lambda a, b, n: convt_rows(x, y, p, stride, a, b, n))
 
 
-_CONVT_CB = g.ggml_custom_op_t(_convt_kernel)
+_CONVT_CB = _callback(_convt_kernel)
 
 
 def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int):
@@ -230,30 +230,25 @@ def _f32_bits(v: float) -> int:
     return int(np.array(v, np.float32).view(np.uint32))
 
 
-def _dwmlp_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        left = (flags >> _PARAM_SHIFT) & ((1 << (_EPS_SHIFT - _PARAM_SHIFT)) - 1)
-        eps = float(np.array(flags >> _EPS_SHIFT, np.uint32).view(np.float32))
-        d = dst.contents
-        x, C, T = _rows_view(d, flags)
-        y = _array(dst, (T, C))  # the node always writes channels-last
-        k = int(d.src[1].contents.ne[1])
-        f = int(d.src[3].contents.ne[1])
-        shapes = [(k, C), (len(VECTOR_ROWS), C), (f, C), (f,), (C, f)]
-        names = DWMLP_SOURCES[1:]
-        p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
-        p.update(zip(VECTOR_ROWS, p.pop("vectors"), strict=True))
-        t0, t1 = T * ith // nth, T * (ith + 1) // nth  # each thread its own frames, read with their halo
-        if t0 < t1:
-            blas_one_thread()
-            dwmlp_rows(x, y, p, left, eps, t0, t1, dwmlp_tile_rows(f))
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _dwmlp_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    left = (flags >> _PARAM_SHIFT) & ((1 << (_EPS_SHIFT - _PARAM_SHIFT)) - 1)
+    eps = float(np.array(flags >> _EPS_SHIFT, np.uint32).view(np.float32))
+    d = dst.contents
+    x, C, T = _rows_view(d, flags)
+    y = _array(dst, (T, C))  # the node always writes channels-last
+    k = int(d.src[1].contents.ne[1])
+    f = int(d.src[3].contents.ne[1])
+    shapes = [(k, C), (len(VECTOR_ROWS), C), (f, C), (f,), (C, f)]
+    names = DWMLP_SOURCES[1:]
+    p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
+    p.update(zip(VECTOR_ROWS, p.pop("vectors"), strict=True))
+    t0, t1 = T * ith // nth, T * (ith + 1) // nth  # each thread its own frames, read with their halo
+    if t0 < t1:
+        blas_one_thread()
+        dwmlp_rows(x, y, p, left, eps, t0, t1, dwmlp_tile_rows(f))
 
 
-_DWMLP_CB = g.ggml_custom_op_t(_dwmlp_kernel)
+_DWMLP_CB = _callback(_dwmlp_kernel)
 
 
 def dwmlp(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
@@ -283,25 +278,20 @@ def dwmlp(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
 _GROUPS_BITS = _EPS_SHIFT - _PARAM_SHIFT
 
 
-def _gn_affine_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        groups = (flags >> _PARAM_SHIFT) & ((1 << _GROUPS_BITS) - 1)
-        eps = float(np.array(flags >> _EPS_SHIFT, np.uint32).view(np.float32))
-        d = dst.contents
-        x, C, T = _rows_view(d, flags)
-        vec = _array(d.src[1], (2, C))  # the norm's weight and bias
-        out = _array(dst, (2, C))
-        g0, g1 = groups * ith // nth, groups * (ith + 1) // nth  # each thread whole groups, over every frame
-        if g0 < g1:
-            cg = C // groups
-            group_norm_affine(x, vec[0], vec[1], groups, eps, g0 * cg, g1 * cg, out)
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _gn_affine_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    groups = (flags >> _PARAM_SHIFT) & ((1 << _GROUPS_BITS) - 1)
+    eps = float(np.array(flags >> _EPS_SHIFT, np.uint32).view(np.float32))
+    d = dst.contents
+    x, C, T = _rows_view(d, flags)
+    vec = _array(d.src[1], (2, C))  # the norm's weight and bias
+    out = _array(dst, (2, C))
+    g0, g1 = groups * ith // nth, groups * (ith + 1) // nth  # each thread whole groups, over every frame
+    if g0 < g1:
+        cg = C // groups
+        group_norm_affine(x, vec[0], vec[1], groups, eps, g0 * cg, g1 * cg, out)
 
 
-_GN_AFFINE_CB = g.ggml_custom_op_t(_gn_affine_kernel)
+_GN_AFFINE_CB = _callback(_gn_affine_kernel)
 
 
 def group_norm_affine_node(ctx, x, in_cl: bool, vectors, groups: int, eps: float):
@@ -321,29 +311,24 @@ def group_norm_affine_node(ctx, x, in_cl: bool, vectors, groups: int, eps: float
     return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, 2, 1, 1, args, len(srcs), _GN_AFFINE_CB, -1, flags)
 
 
-def _normconv_kernel(dst, ith: int, nth: int, userdata) -> None:
-    try:
-        flags = int(userdata or 0)
-        taps = flags >> _PARAM_SHIFT
-        d = dst.contents
-        x, c_in, T = _rows_view(d, flags)
-        w = d.src[1].contents
-        c_out, n_mat = int(w.ne[0]), int(w.ne[2])
-        y = _array(dst, (T, c_out))  # the node always writes channels-last
-        p = {"weight": _array(d.src[1], (n_mat, c_in, c_out)), "bias": _array(d.src[2], (c_out,))}
-        i = 3
-        if flags & HAS_AFFINE:
-            p["affine"] = _array(d.src[i], (2, c_in))
-            i += 1
-        res = _array(d.src[i], (T, c_out)) if flags & HAS_RESIDUAL else None
-        tile = tile_rows(NORMCONV_TILE_BYTES, c_in, *NORMCONV_ROWS)
-        _share(ith, nth, T, tile, lambda a, b, n: normconv_rows(x, y, p, taps, a, b, n, res))
-    except BaseException as e:  # ggml's C frames cannot unwind a Python exception
-        with _errors_lock:
-            _errors.append(e)
+def _normconv_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    taps = flags >> _PARAM_SHIFT
+    d = dst.contents
+    x, c_in, T = _rows_view(d, flags)
+    w = d.src[1].contents
+    c_out, n_mat = int(w.ne[0]), int(w.ne[2])
+    y = _array(dst, (T, c_out))  # the node always writes channels-last
+    p = {"weight": _array(d.src[1], (n_mat, c_in, c_out)), "bias": _array(d.src[2], (c_out,))}
+    i = 3
+    if flags & HAS_AFFINE:
+        p["affine"] = _array(d.src[i], (2, c_in))
+        i += 1
+    res = _array(d.src[i], (T, c_out)) if flags & HAS_RESIDUAL else None
+    tile = tile_rows(NORMCONV_TILE_BYTES, c_in, *NORMCONV_ROWS)
+    _share(ith, nth, T, tile, lambda a, b, n: normconv_rows(x, y, p, taps, a, b, n, res))
 
 
-_NORMCONV_CB = g.ggml_custom_op_t(_normconv_kernel)
+_NORMCONV_CB = _callback(_normconv_kernel)
 
 
 def normconv(ctx, x, in_cl: bool, weight, bias, taps: int, affine=None, residual=None):

@@ -1,5 +1,6 @@
-"""The residual unit's dilated conv by Winograd's minimal filtering F(4, 7): 10 products where the direct form
-takes 28, for every group of four output frames.
+"""Convs by Winograd's minimal filtering F(m, K): the residual unit's dilated 7-tap conv by F(4, 7) (10 products where
+the direct form takes 28, for every group of four output frames), and the normalised conv's 3- and 7-tap convs by
+F(6, 3) and F(4, 7). The text below takes F(4, 7); any F(m, K) reads the same with K for 7.
 
 A causal conv of K = 7 taps with dilation d gives output frame t from the inputs at t, t - d, ..., t - 6d. Four
 outputs d frames apart (t, t + d, t + 2d, t + 3d) read 10 inputs between them, z_0 ... z_9, d apart:
@@ -112,6 +113,14 @@ def transform_weights(w: np.ndarray, m: int | None = None) -> np.ndarray:
         blk = w[:, :, c0 : c0 + step].astype(np.float64)
         out[:, :, c0 : c0 + step] = np.tensordot(g, blk, axes=(1, 0))
     return out
+
+
+def record(c_in: int, c_out: int, frames: int, taps: int = TAPS, m: int | None = None) -> dict[str, object]:
+    """What a conv's layer record says of a conv computed this way: the algorithm, and the multiply-adds its products
+    do (m + K - 1 products [frames / m, C_in] x [C_in, C_out]), beside the direct conv's own MACs the record keeps,
+    so that an effective GF/s above the machine's peak reads as what it is."""
+    m = outputs(taps) if m is None else m
+    return {"algorithm": f"winograd F({m}, {taps})", "product_macs": c_in * c_out * (m + taps - 1) * -(-frames // m)}
 
 
 def extra_rows(dilation: int, m: int = OUTPUTS, taps: int = TAPS) -> int:

@@ -108,10 +108,10 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
     auto += f", libm {ggml_cpu_libm()}"
     rows: list[tuple[str, str, dict[str, Any]]] = [
         (f"kzlab default ({auto})", args.f32, {"lowering": Lowering(), "backend": "auto"}),
-        (f"kzlab portable ({auto}, ggml ops only)", args.f32, {"lowering": Lowering(mode="portable"),
-                                                             "backend": "auto"}),
-        (f"kzlab portable ktap, src1=data ({auto}, ggml ops only)", args.f32,
-         {"lowering": Lowering(mode="portable", conv="ktap", conv_src1="data"), "backend": "auto"}),
+        (f"kzlab portable ({auto}, ggml ops only: ktap, src1=data)", args.f32,
+         {"lowering": Lowering(mode="portable"), "backend": "auto"}),
+        (f"kzlab portable as a device port's conv ({auto}, ggml ops only: im2col-f32, src1=kernel)", args.f32,
+         {"lowering": Lowering(mode="portable").portable(), "backend": "auto"}),
         ("kzlab default lowering (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
         ("kzlab naive (NAIVE, cpu)", args.f16, {"lowering": NAIVE, "backend": "cpu"}),
     ]
@@ -120,7 +120,8 @@ def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, An
             ("kzlab resunit=ops (auto)", args.f32, {"lowering": Lowering(resunit="ops"), "backend": "auto"}),
             ("kzlab snake=folded (auto)", args.f32, {"lowering": Lowering(snake="folded"), "backend": "auto"}),
             ("kzlab f16 file (auto)", args.f16, {"lowering": Lowering(), "backend": "auto"}),
-            ("kzlab conv_src1=data (auto)", args.f32, {"lowering": Lowering(conv_src1="data"), "backend": "auto"}),
+            ("kzlab conv=im2col-f32 src1=kernel (auto)", args.f32,
+             {"lowering": Lowering(conv="im2col-f32", conv_src1="kernel", resunit="fused"), "backend": "auto"}),
             ("kzlab unitconv=direct (auto)", args.f32, {"lowering": Lowering(unitconv="direct"), "backend": "auto"}),
         ]
     if args.llamacpp:

@@ -5,6 +5,8 @@ apply."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from conftest import stages_below
@@ -20,7 +22,7 @@ def test_presets_by_name_and_an_unknown_one_refused():
     assert (low.conv, low.conv_src1, low.convt, low.snake, low.gelu) == ("im2col-f16", "kernel", "col2im",
                                                                          "folded", "tanh")
     assert kzlab.Lowering.preset("naive") is kzlab.NAIVE and kzlab.Lowering.preset("default") == kzlab.Lowering()
-    with pytest.raises(InvalidOptionError, match="unknown lowering preset 'llama': default, naive, llamacpp"):
+    with pytest.raises(InvalidOptionError, match="unknown lowering preset 'llama': default, device, naive, llamacpp"):
         kzlab.Lowering.preset("llama")
 
 
@@ -54,3 +56,22 @@ def test_the_preset_runs_on_the_second_family_too():
     with kzlab.load("wavtokenizer-tiny", lowering=kzlab.LLAMACPP, backend="cpu", sched=False, threads=2) as d:
         assert d.mode == "portable" and d.lowering.gelu == "tanh"
         assert np.all(np.isfinite(d.decode(codes)))
+
+
+def test_a_cpu_profile_of_the_device_preset_prices_the_simulated_graph(tmp_path, capsys):
+    """`conv` and `conv_src1` = auto are another graph on the CPU than on a device: a plain portable CPU profile is
+    refused by a prediction, with what to run instead, and `--lowering device` is the graph the simulator places."""
+    plain, device = tmp_path / "plain.json", tmp_path / "device.json"
+    for out, extra in ((plain, ["--mode", "portable"]), (device, ["--lowering", "device"])):
+        assert main(["profile", "tiny", "--frames", "4", "--backend", "cpu", "--no-sched", "--threads", "1",
+                     "--repeat", "1", "--warmup", "0", "--no-peak", "-q", "--json", str(out), *extra]) == 0
+    got = {p: json.loads(p.read_text())["config"]["lowering_resolved"] for p in (plain, device)}
+    assert (got[plain]["conv"], got[plain]["conv_src1"]) == ("ktap", "data")
+    assert (got[device]["conv"], got[device]["conv_src1"]) == ("im2col-f32", "kernel")
+    capsys.readouterr()
+    sim = ["simulate", "tiny", "--frames", "4", "--profile", "hexagon-v0.15.2", "--predict", "--cpu-profile"]
+    assert main([*sim, str(device)]) == 0
+    assert "portable: im2col-f32 src1=kernel" in capsys.readouterr().out
+    assert main([*sim, str(plain)]) != 0
+    err = capsys.readouterr().err
+    assert "conv='ktap' (placement: 'im2col-f32')" in err and "--lowering device" in err

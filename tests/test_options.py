@@ -95,7 +95,8 @@ def test_modes(monkeypatch):
     assert (p.snake, p.resunit, p.convt, p.mode) == ("folded", "ops", "col2im", "portable")
     f = Lowering(mode="fast").resolve(cpu_only=True)
     assert (f.snake, f.resunit, f.convt, f.dwmlp, f.mode) == ("fused", "fused", "fused", "fused", "fast")
-    assert Lowering().resolve(cpu_only=True) == f and Lowering().resolve(cpu_only=False) == p
+    assert Lowering().resolve(cpu_only=True) == f
+    assert Lowering().resolve(cpu_only=False) == Lowering(mode="portable").resolve(cpu_only=False)
     # fast asked, but every fused node turned off by the other options: the plan says what it is
     off = Lowering(mode="fast", snake="folded", conv="ktap", gelu="tanh").resolve(cpu_only=True)
     assert off.mode == "portable" and off.request_dict()["mode"] == "fast"
@@ -107,6 +108,38 @@ def test_modes(monkeypatch):
         with pytest.raises(InvalidOptionError, match=f"{name}='fused'"):
             Lowering(**{name: "fused"}).resolve(cpu_only=False)
     assert Lowering(resunit="fused").portable().resolve(cpu_only=False).resunit == "ops"
+
+
+def test_conv_auto_is_the_cpus_fastest_on_the_cpu_and_a_device_ports_elsewhere():
+    from kzlab.graph.options import CONV_AUTO_CPU, CONV_AUTO_DEVICE, PRESETS
+
+    def conv(low: Lowering, cpu_only: bool) -> tuple[str, str]:
+        p = low.resolve(cpu_only)
+        return p.conv, p.conv_src1
+
+    assert CONV_AUTO_CPU != CONV_AUTO_DEVICE
+    cpu, device = tuple(CONV_AUTO_CPU.values()), tuple(CONV_AUTO_DEVICE.values())
+    for mode in ("auto", "portable"):
+        assert conv(Lowering(mode=mode), True) == cpu
+        assert conv(Lowering(mode=mode), False) == device
+    assert conv(Lowering(mode="fast"), True) == cpu
+    # each resolves on its own, and what is given is kept on any backend
+    assert conv(Lowering(conv="im2col-f16"), True) == ("im2col-f16", CONV_AUTO_CPU["conv_src1"])
+    assert conv(Lowering(conv_src1="kernel"), True) == (CONV_AUTO_CPU["conv"], "kernel")
+    assert conv(Lowering(conv="ktap", conv_src1="data"), False) == ("ktap", "data")
+    # a quantizing wtype keeps the convs' weights F32: the kernel as src1
+    assert conv(Lowering(wtype="q8_0"), True) == (CONV_AUTO_CPU["conv"], "kernel")
+    assert conv(Lowering(wtype="f16"), True) == cpu
+    # the graph a device port runs is the same request on any backend, and the `device` preset is it
+    for low in (Lowering(), Lowering(istft="graph"), Lowering(mode="fast", resunit="fused")):
+        dev = low.portable()
+        assert conv(dev, True) == conv(dev, False) == device
+        assert dev.resolve(cpu_only=True) == dev.resolve(cpu_only=False)
+    assert Lowering(istft="graph").portable().resolve(cpu_only=True) == Lowering(istft="graph").resolve(False)
+    assert PRESETS["device"].resolve(cpu_only=True) == Lowering().resolve(cpu_only=False)
+    # the request's label says auto; the plan's what auto became
+    assert "auto src1=auto" in Lowering().label()
+    assert "ktap src1=data" in Lowering().resolve(cpu_only=True).label()
 
 
 def test_the_graph_builder_takes_only_a_plan(tiny):

@@ -99,7 +99,7 @@ def test_what_if_path_matches_real_blas(tiny_model):
     # the portable mode: simulate() places the device's graph, so the real session must build the same one
     for low in (
         Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im"),
-        Lowering(mode="portable", conv="ktap", convt="direct", mm_chunk=1024),
+        Lowering(mode="portable", conv="ktap", conv_src1="kernel", convt="direct", mm_chunk=1024),
     ):
         real = compare(tiny_model, low, ["blas", "cpu"], 3)
         p = simulate(

@@ -14,7 +14,7 @@ from kzlab.analysis.predict.timing import predict
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 F32 = TINY / "qwentts-tokenizer-f32.gguf"
-PORTABLE = kzlab.Lowering(mode="portable")
+PORTABLE = kzlab.Lowering.preset("device")  # the graph the simulator places, on the CPU too
 FRAMES = 4
 
 

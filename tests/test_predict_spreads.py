@@ -21,7 +21,7 @@ from kzlab.analysis.predict.timing import OP_SPREAD, predict
 from kzlab.errors import InvalidInputError
 
 F32 = TINY / "qwentts-tokenizer-f32.gguf"
-PORTABLE = kzlab.Lowering(mode="portable")
+PORTABLE = kzlab.Lowering.preset("device")  # the graph the simulator places, on the CPU too
 FRAMES = 4
 
 

@@ -179,7 +179,7 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
 
     from kzlab.analysis.predict.parameters import LIBM_OPS
 
-    low = kzlab.Lowering(mode="portable")
+    low = kzlab.Lowering.preset("device")  # the graph the simulator places
     # every node timed alone: a libm op's time then measures this machine's libm
     prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, threads=1, repeat=1,
                          warmup=0, peak=False, granularity="node").to_dict()

@@ -85,10 +85,14 @@ def _path(key: dict[str, Any]) -> Path:
 def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | None = None, repeat: int = 1,
                        cache: bool = True, progress: Any = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(a CPU-only profile of `model`'s portable graph as a dict, where it came from). Taken with
-    `kzlab.profile(backend="cpu", sched=False)` unless a valid cached one exists and `cache` is true."""
+    `kzlab.profile(backend="cpu", sched=False)` unless a valid cached one exists and `cache` is true. The graph is
+    the one the placement simulator places for `lowering` (`Lowering.portable()`: the choices `auto` makes by
+    backend made as for the device), run on the CPU."""
     from kzlab.analysis.profile import profile
 
     threads = int(threads or default_threads())
+    if hasattr(lowering, "portable"):
+        lowering = lowering.portable()
     plan = lowering.resolve(cpu_only=True, where="the CPU profile") if hasattr(lowering, "resolve") else lowering
     key = profile_key(file_digest(model.path), plan.to_dict(), frames, threads, repeat)
     path = _path(key)

@@ -28,7 +28,7 @@ def register(sub) -> None:
     p = sub.add_parser("calibrate", help="fit the time model to decode times measured on the device")
     add_model(p)
     p.add_argument("--cpu-profile", required=True, metavar="P.json",
-                   help="`kzlab profile MODEL --backend cpu --mode portable --json P.json` of the same graph")
+                   help="`kzlab profile MODEL --backend cpu --lowering device --json P.json` of the same graph")
     p.add_argument("--measured", nargs="+", required=True, metavar="NAME=MS",
                    help="whole-decode times measured on the device: cpu=MS (CPU only) and PROFILE=MS per device "
                    "configuration (a capability profile name or .toml path), e.g. cpu=3340 hexagon-v0.15.2=3950")

@@ -43,7 +43,7 @@ def register(sub) -> None:
     pr = p.add_argument_group("time and memory (--predict)")
     pr.add_argument("--predict", action="store_true", help="predict the time and each backend's memory")
     pr.add_argument("--cpu-profile", metavar="P.json",
-                    help="a `kzlab profile --backend cpu --mode portable --json` of the same graph: the CPU "
+                    help="a `kzlab profile --backend cpu --lowering device --json` of the same graph: the CPU "
                     "nodes' times")
     scale = pr.add_mutually_exclusive_group()
     scale.add_argument("--cpu-scale", type=float, metavar="X", help="multiply the CPU profile's times by X")

@@ -313,8 +313,12 @@ class GraphBuilder:
     def convt_input_cl(self) -> bool:
         return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks are col2im
 
-    def conv1d(self, x: Act, wname: str, bname: str | None, dilation: int = 1) -> Act:
-        """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says."""
+    def conv1d(
+        self, x: Act, wname: str, bname: str | None, dilation: int = 1, padding: tuple[int, int] | None = None
+    ) -> Act:
+        """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says. `padding` (ktap only): the
+        zeros (left, right) instead, in one PAD, the output as many frames as the padded input gives ('same':
+        ((k-1)*d/2, (k-1)*d/2), T frames, with no shifted view to copy after)."""
         p = self.w.prepared[wname]
         if p.layout == "taps":
             out = self._taps_conv(x, wname, dilation)
@@ -327,8 +331,12 @@ class GraphBuilder:
             k = kc // cin
         pad = (k - 1) * dilation
         T = x.T
+        if padding is not None and (self.low.conv != "ktap" or sum(padding) != pad):
+            raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
         if self.low.conv == "ktap":
-            xp = self.pad_left(self.as_cl(x), pad)
+            xl = self.as_cl(x)
+            left, right = padding or (pad, 0)
+            xp = Act(g.ggml_pad_ext(self.ctx, xl.t, 0, 0, left, right, 0, 0, 0, 0), True) if pad else xl
             W = self.w[wname]
             acc = None
             for j in range(k):

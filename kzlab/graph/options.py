@@ -22,8 +22,15 @@ from typing import Any
 
 from kzlab.errors import InvalidOptionError
 
-CONV_CHOICES = ("ktap", "im2col-f32", "im2col-f16")
-CONV_SRC1_CHOICES = ("data", "kernel")
+CONV_CHOICES = ("auto", "ktap", "im2col-f32", "im2col-f16")
+CONV_SRC1_CHOICES = ("auto", "data", "kernel")
+#: what `conv` and `conv_src1` = auto become: on the CPU and BLAS backends (measured fastest there, see HELP), and
+#: where a device backend takes part (the form a device port runs: src1 rows = c_out, which ggml-hexagon up to
+#: v0.15.2 takes up to 1024 of)
+CONV_AUTO_CPU = {"conv": "ktap", "conv_src1": "data"}
+CONV_AUTO_DEVICE = {"conv": "im2col-f32", "conv_src1": "kernel"}
+#: weight types that quantize: with the kernel as src1 a conv's weights stay F32 (src1 is never quantized)
+QUANTIZED_WTYPES = ("q8_0",)
 CONVT_CHOICES = ("auto", "col2im", "direct", "fused")
 SNAKE_CHOICES = ("auto", "fused", "folded", "raw")
 RESUNIT_CHOICES = ("auto", "fused", "ops")
@@ -45,10 +52,17 @@ HELP = {
     "fused CPU nodes where they apply (CPU and BLAS backends only); auto = fast where every backend is the CPU or "
     "BLAS, else portable. Results record the resolved mode",
     "conv": "conv1d lowering: ktap = K shifted mul_mats, no im2col; im2col-f32 = im2col F32 + mul_mat; "
-    "im2col-f16 = ggml_conv_1d's im2col F16 + mul_mat",
+    "im2col-f16 = ggml_conv_1d's im2col F16 + mul_mat; auto = ktap where every backend is the CPU or BLAS (the "
+    "portable graph's fastest there: the first family's 31-frame decode 1.25 s against 1.95 s with im2col-f32, "
+    "src1=kernel), im2col-f32 where a device backend takes part (and in `Lowering.portable()`, the graph the "
+    "placement simulator places)",
     "conv_src1": "which operand is src1 of the conv MUL_MAT: data = mul_mat(kernel, columns), src1 rows = T; "
     "kernel = ggml_conv_1d's order mul_mat(columns, kernel), src1 rows = c_out (with im2col-f32, a conv with "
-    "one output channel is then mul_mat(input, taps) and K shifted adds, no im2col)",
+    "one output channel is then mul_mat(input, taps) and K shifted adds, no im2col); auto = data where every "
+    "backend is the CPU or BLAS, kernel where a device backend takes part (ggml-hexagon up to v0.15.2 refuses a "
+    "MUL_MAT with more than 1024 src1 rows) or wtype quantizes (with the data as src1 the conv weights would be "
+    "quantized too and ggml-cpu's product then quantizes the activations as well: the WavTokenizer tiny file's "
+    "Q8_0 waveform 25 -> 23 dB from PyTorch)",
     "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; direct = ggml_conv_transpose_1d; "
     "fused = in the BigVGAN blocks, the SnakeBeta before it and the transposed conv as one kzlab CPU node (numpy "
     "BLAS products on tiles and the overlap-add in cache; ggml's threads split the frames, or the output channels "
@@ -105,8 +119,8 @@ def _dwmlp_node_pays() -> bool:
 class Lowering:
     """One choice per option; the defaults are the fastest measured on CPU (see benchmarks/)."""
 
-    conv: str = "im2col-f32"
-    conv_src1: str = "kernel"
+    conv: str = "auto"
+    conv_src1: str = "auto"
     convt: str = "auto"
     mm_chunk: int = 0
     conv_tile: int = 8192
@@ -184,7 +198,9 @@ class Lowering:
         `fused` there is refused, never replaced. In `fast` mode `resunit="auto"` fuses the residual units
         unless an option the fused node would override was changed (a comparison of conv lowerings, operand
         orders, snake lowerings or weight types then measures what it says), and `convt="auto"` likewise. The
-        plan's mode is what the graph really is: `fast` when it holds a fused node, else `portable`.
+        plan's mode is what the graph really is: `fast` when it holds a fused node, else `portable`. `conv` and
+        `conv_src1` = auto take the CPU's fastest form on the CPU and BLAS (CONV_AUTO_CPU), a device port's where a
+        device backend takes part (CONV_AUTO_DEVICE), in either mode.
         """
         absent_all = dict(absent or {})
         absent = {n: why for n, why in absent_all.items() if n in FUSABLE}
@@ -223,6 +239,10 @@ class Lowering:
         }
         choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}
+        by_backend = dict(CONV_AUTO_CPU if cpu_only else CONV_AUTO_DEVICE)
+        if self.wtype in QUANTIZED_WTYPES:  # the convs' weights stay F32 (see HELP["conv_src1"])
+            by_backend["conv_src1"] = "kernel"
+        made.update({n: v for n, v in by_backend.items() if getattr(self, n) == "auto"})
         plan_mode = "fast" if "fused" in made.values() else "portable"
         if self.unitconv == "winograd" and made["resunit"] != "fused":
             raise InvalidOptionError(
@@ -236,17 +256,20 @@ class Lowering:
 
     @staticmethod
     def preset(name: str) -> Lowering:
-        """A named lowering: `default`, `naive` (the F16 graph ports of the decoder usually write), `llamacpp`
+        """A named lowering: `default`, `device` (the graph a device port runs, as the simulator places it),
+        `naive` (the F16 graph ports of the decoder usually write), `llamacpp`
         (llama.cpp's own graph of it; see LLAMACPP for where kzlab's still differs)."""
         return preset(name)
 
     def portable(self) -> Lowering:
-        """This request in portable mode, its fused choices back to `auto`: the graph a device port of it runs
-        (what the placement simulator places for a fast-mode run)."""
+        """This request in portable mode, its fused choices back to `auto` and the choices `auto` makes by backend
+        (`conv`, `conv_src1`) made as for a device: the graph a device port of it runs, on any backend. What the
+        placement simulator places for this request, so a CPU profile of it prices the simulated graph's nodes."""
         fused = {n: "auto" for n in FUSABLE if getattr(self, n) == "fused"}
         if self.unitconv == "winograd":  # computed inside the fused unit only
             fused["unitconv"] = "auto"
-        return Lowering(**{**self.to_dict(), **fused, "mode": "portable"})
+        device = {n: v for n, v in CONV_AUTO_DEVICE.items() if getattr(self, n) == "auto"}
+        return Lowering(**{**self.to_dict(), **fused, **device, "mode": "portable"})
 
     def resolved(self, cpu_only: bool) -> LoweringPlan:
         """Deprecated name of `resolve` (kept for scripts written against kzlab 0.1)."""
@@ -353,8 +376,12 @@ LLAMACPP = Lowering(
     gelu="tanh", mode="portable", dwmlp="ops",
 )
 
+#: the graph a device port runs, on any backend (`Lowering().portable()`): what the placement simulator places for the
+#: default request, so `kzlab profile MODEL --backend cpu --lowering device` is the CPU profile a prediction reads
+DEVICE = Lowering().portable()
+
 #: lowerings by name: `kzlab.Lowering.preset(name)`, `--lowering NAME` on the commands
-PRESETS: dict[str, Lowering] = {"default": Lowering(), "naive": NAIVE, "llamacpp": LLAMACPP}
+PRESETS: dict[str, Lowering] = {"default": Lowering(), "device": DEVICE, "naive": NAIVE, "llamacpp": LLAMACPP}
 
 
 def preset(name: str) -> Lowering:

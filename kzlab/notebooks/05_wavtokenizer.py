@@ -133,11 +133,12 @@ display(plots.timeline(prof, "one decode, iSTFT in the graph"))
 #
 # The device runs the portable graph (ggml ops only). With the iSTFT in the graph, it is placed too. The CPU
 # nodes take their times from a CPU-only profile of that graph measured here; what nobody measured on the HTP is
-# drawn over its sourced range, so the prediction is a range, and the assumed inputs are listed.
+# drawn over its sourced range, so the prediction is a range, and the assumed inputs are listed. `low.portable()` is
+# the graph the simulator places (the conv lowering `auto` picks for a device), profiled here on the CPU.
 
 # %%
 low = kzlab.Lowering(mode="portable", istft="graph")
-cpu_prof = kzlab.profile(m, frames=FRAMES, backend="cpu", sched=False, threads=2, lowering=low, repeat=1,
+cpu_prof = kzlab.profile(m, frames=FRAMES, backend="cpu", sched=False, threads=2, lowering=low.portable(), repeat=1,
                          warmup=1, peak=False, progress=False)
 pl = kzlab.simulate(m, HEXAGON, frames=FRAMES, lowering=low, predict={"cpu_profile": cpu_prof})
 pred = pl.predicted.to_dict()

@@ -162,9 +162,13 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
     diff = [k for k in theirs if k != "mode" and mine.get(k) != theirs[k]]
     if diff:
         got = ", ".join(f"{k}={mine.get(k)!r} (placement: {theirs[k]!r})" for k in diff)
+        hint = ""
+        if {"conv", "conv_src1"} & set(diff):
+            hint = (" (conv and conv_src1 'auto' are ktap, data on the CPU and im2col-f32, kernel for a device: "
+                    "profile `lowering.portable()`; on the command line `--lowering device`)")
         raise InvalidInputError(
             f"the {where} is of another lowering: {got}; profile the placement's graph (same options, "
-            "mode='portable') on the CPU"
+            f"mode='portable') on the CPU{hint}"
         )
 
 

@@ -66,7 +66,7 @@ def test_a_cpu_profile_of_the_device_preset_prices_the_simulated_graph(tmp_path,
         assert main(["profile", "tiny", "--frames", "4", "--backend", "cpu", "--no-sched", "--threads", "1",
                      "--repeat", "1", "--warmup", "0", "--no-peak", "-q", "--json", str(out), *extra]) == 0
     got = {p: json.loads(p.read_text())["config"]["lowering_resolved"] for p in (plain, device)}
-    assert (got[plain]["conv"], got[plain]["conv_src1"]) == ("ktap", "data")
+    assert (got[plain]["conv"], got[plain]["conv_src1"]) == ("ktap-acc", "data")
     assert (got[device]["conv"], got[device]["conv_src1"]) == ("im2col-f32", "kernel")
     capsys.readouterr()
     sim = ["simulate", "tiny", "--frames", "4", "--profile", "hexagon-v0.15.2", "--predict", "--cpu-profile"]
@@ -74,4 +74,4 @@ def test_a_cpu_profile_of_the_device_preset_prices_the_simulated_graph(tmp_path,
     assert "portable: im2col-f32 src1=kernel" in capsys.readouterr().out
     assert main([*sim, str(plain)]) != 0
     err = capsys.readouterr().err
-    assert "conv='ktap' (placement: 'im2col-f32')" in err and "--lowering device" in err
+    assert "conv='ktap-acc' (placement: 'im2col-f32')" in err and "--lowering device" in err

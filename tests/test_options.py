@@ -139,7 +139,7 @@ def test_conv_auto_is_the_cpus_fastest_on_the_cpu_and_a_device_ports_elsewhere()
     assert PRESETS["device"].resolve(cpu_only=True) == Lowering().resolve(cpu_only=False)
     # the request's label says auto; the plan's what auto became
     assert "auto src1=auto" in Lowering().label()
-    assert "ktap src1=data" in Lowering().resolve(cpu_only=True).label()
+    assert "ktap-acc src1=data" in Lowering().resolve(cpu_only=True).label()
 
 
 def test_the_graph_builder_takes_only_a_plan(tiny):

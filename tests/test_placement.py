@@ -19,7 +19,8 @@ TINY_F32 = TINY / "qwentts-tokenizer-f32.gguf"
 LOWERINGS = [
     Lowering(conv=c, conv_src1=s, convt=t, snake=n, mm_chunk=k)
     for c, s, t, n, k in itertools.product(
-        ["ktap", "im2col-f32", "im2col-f16"], ["data", "kernel"], ["col2im", "direct"], ["folded", "raw"], [0, 1024]
+        ["ktap", "ktap-acc", "im2col-f32", "im2col-f16"], ["data", "kernel"], ["col2im", "direct"], ["folded", "raw"],
+        [0, 1024],
     )
 ]
 HEX_REFUSING = ["hexagon-v0.15.2", "hexagon-v0.15.3", "hexagon-78c531d"]

@@ -245,8 +245,9 @@ def test_aggregates_add_up(prof):
                 assert lay["flops"] == 0 and lay["time_ms"] == 0
                 unit = lay["extra"]["fused_into"]
                 fused_macs[unit] = fused_macs.get(unit, 0) + lay["macs"]
-            else:
-                assert lay["flops"] >= 2 * lay["macs"], lay["path"]
+            else:  # ktap-acc's products skip the padding's zeros, and say how many multiply-adds they did
+                done = lay["extra"].get("product_macs", lay["macs"])
+                assert done <= lay["macs"] and lay["flops"] >= 2 * done, lay["path"]
     units = {lay["path"]: lay for lay in prof.layers if lay["kind"] == "residual_unit"}
     assert set(units) == set(fused_macs) and len(units) == 12  # the default lowering fuses every unit
     for path, macs in fused_macs.items():

@@ -24,6 +24,8 @@ VARIANTS = [
     (Lowering(snake="folded", conv_tile=64), 70),
     (Lowering(conv="ktap", conv_src1="data", convt="direct", snake="raw"), 70),
     (Lowering(conv="ktap", conv_src1="kernel"), 70),
+    (Lowering(conv="ktap-acc", conv_src1="data", mm_chunk=64), 70),
+    (Lowering(conv="ktap-acc", conv_src1="kernel", mode="portable"), 70),
     (Lowering(conv="im2col-f32", conv_src1="data", mm_chunk=64), 70),
     (Lowering(conv="im2col-f16"), 40),
     (Lowering(wtype="f32"), 70),
@@ -182,3 +184,21 @@ def test_an_error_in_the_fused_kernel_is_raised_not_lost(tiny, codes, monkeypatc
             s.run(FRAMES, {"codes": codes})
         monkeypatch.undo()
         assert np.array_equal(s.run(FRAMES, {"codes": codes})["wav"][0], good)  # the session is still usable
+
+
+def test_ktap_acc_sums_on_a_padded_copy_past_acc_s_offsets_and_says_so(tiny, codes, ref, monkeypatch):
+    """ACC keeps its byte offsets in 32 bits: a conv whose output is over the builder's bound sums its taps on a
+    padded copy (ktap's form), and its layer record says so; the result is the same."""
+    from kzlab.graph import builder
+
+    low = Lowering(conv="ktap-acc", mode="portable")
+    with Session(tiny, low, backend="cpu", threads=1) as s:
+        plain = s.run(codes.shape[1], {"codes": codes})["wav"][0]
+        assert not [r for r in s.graph(codes.shape[1]).layers if "taps_summed" in r.extra]
+    monkeypatch.setattr(builder, "SET_MAX_OFFSET", 4096)  # bytes: every conv of the tiny decoder is over it
+    with Session(tiny, low, backend="cpu", threads=1) as s:
+        bg = s.graph(codes.shape[1])
+        padded = s.run(codes.shape[1], {"codes": codes})["wav"][0]
+        noted = [r for r in bg.layers if "taps_summed" in r.extra]
+    assert noted and all("padded copy" in r.extra["taps_summed"] for r in noted)
+    assert snr_db(plain, ref["wav"][:SAMPLES]) >= 70 and snr_db(padded, ref["wav"][:SAMPLES]) >= 70

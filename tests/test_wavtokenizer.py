@@ -49,6 +49,19 @@ def test_every_stage_matches_the_reference(ref, wtype, bound):
     assert not low, f"{wtype}: stages under {bound} dB: {low} (all: {snr})"
 
 
+@pytest.mark.parametrize("conv", ["ktap", "ktap-acc", "im2col-f32"])
+@pytest.mark.parametrize("src1", ["data", "kernel"])
+def test_every_conv_lowering_of_the_portable_graph_matches_the_reference(ref, conv, src1):
+    """The 'same' convs as K shifted products (one PAD of both ends, or ACC with no padded copy) and as an im2col,
+    either operand as src1: every stage within the F32 bound, at 1 and 2 threads."""
+    for threads in (1, 2):
+        with kzlab.load(GGUF, backend="cpu", threads=threads, mode="portable", conv=conv, conv_src1=src1) as dec:
+            assert (dec.lowering.conv, dec.lowering.conv_src1) == (conv, src1)
+            snr = stage_snrs(dec, ref)
+        low = {k: round(v, 1) for k, v in snr.items() if v < 70.0}
+        assert not low, f"{conv}, src1={src1}, {threads} threads: stages under 70 dB: {low}"
+
+
 def test_in_graph_istft_agrees_with_the_host_one(ref):
     with kzlab.load(GGUF, backend="cpu", threads=2, wtype="f32") as host:
         a = host.decode(ref["codes"])

@@ -27,6 +27,8 @@ TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
 MAX_NODES = 32768
 #: ggml_set keeps its byte offset in an int32 op parameter and asserts it is below 1 GiB
 SET_MAX_OFFSET = 1 << 30
+#: the conv lowerings of K shifted products (kzlab.graph.options.CONV_CHOICES)
+KTAP = ("ktap", "ktap-acc")
 MAX_TILES = 64  # per conv: beyond it a tile grows instead, so a very long input cannot exhaust the graph
 
 
@@ -308,7 +310,7 @@ class GraphBuilder:
         """Whether the conv1d lowering reads a channels-last input (else channels-first)."""
         if self.low.conv == "im2col-f32" and self.low.conv_src1 == "kernel" and c_out == 1:
             return True  # the taps product (see _taps_conv)
-        return self.low.conv == "ktap" or (k == 1 and self.low.conv == "im2col-f32")
+        return self.low.conv in KTAP or (k == 1 and self.low.conv == "im2col-f32")
 
     def convt_input_cl(self) -> bool:
         return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks are col2im
@@ -323,7 +325,7 @@ class GraphBuilder:
         if p.layout == "taps":
             out = self._taps_conv(x, wname, dilation)
             return self.add_bias(out, bname) if bname else out
-        if self.low.conv == "ktap":
+        if self.low.conv in KTAP:
             cin, cout, k = p.ne
         else:
             kc, cout = p.ne
@@ -331,9 +333,14 @@ class GraphBuilder:
             k = kc // cin
         pad = (k - 1) * dilation
         T = x.T
-        if padding is not None and (self.low.conv != "ktap" or sum(padding) != pad):
+        if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad):
             raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
-        if self.low.conv == "ktap":
+        acc_ok = 4 * cout * T < SET_MAX_OFFSET  # ACC keeps its byte offsets in 32 bits
+        if self.low.conv == "ktap-acc" and k > 1 and not acc_ok and self.layers:
+            self.layers[-1].extra["taps_summed"] = "ADD on a padded copy (output over 1 GiB: ACC's offsets are 32-bit)"
+        if self.low.conv == "ktap-acc" and k > 1 and acc_ok:
+            out = self._ktap_acc(x, wname, cin, cout, k, dilation, padding or (pad, 0))
+        elif self.low.conv in KTAP:
             xl = self.as_cl(x)
             left, right = padding or (pad, 0)
             xp = Act(g.ggml_pad_ext(self.ctx, xl.t, 0, 0, left, right, 0, 0, 0, 0), True) if pad else xl
@@ -365,6 +372,39 @@ class GraphBuilder:
         else:
             out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
         return self.add_bias(out, bname) if bname else out
+
+    def _ktap_acc(
+        self, x: Act, wname: str, cin: int, cout: int, k: int, dilation: int, padding: tuple[int, int]
+    ) -> Act:
+        """ktap without the padded copy: each tap's product over the input frames it reads, added in place (ACC)
+        into the output frames it reaches; the tap that reaches every frame is the first, the sum's start.
+
+        Output frame t takes tap j from input frame t + j*d - left: a tap reaches frames [t0, t1) with
+        t0 = max(0, left - j*d), t1 = min(T_out, T + left - j*d). PAD writes the whole input once more, one
+        element at a time in ggml-cpu (3.4 GB/s here); ACC adds rows with ggml's vector add, in place."""
+        ctx, W = self.ctx, self.w[wname]
+        xl = self.as_cl(x)
+        left, right = padding
+        T = xl.T
+        t_out = T + left + right - (k - 1) * dilation
+        spans = [(j, max(0, left - j * dilation), min(t_out, T + left - j * dilation)) for j in range(k)]
+        full = next(j for j, t0, t1 in spans if t0 == 0 and t1 == t_out)
+        data = self.low.conv_src1 == "data"
+
+        def product(j: int, t0: int, t1: int) -> Act:
+            wk = g.ggml_view_2d(ctx, W, cin, cout, int(W.contents.nb[1]), j * int(W.contents.nb[2]))
+            xs = self.time_view(xl, t0 + j * dilation - left, t1 - t0)
+            return Act(self.mul_mat(wk, xs.t), True) if data else Act(self.mul_mat(xs.t, wk), False)
+
+        acc = product(full, 0, t_out)
+        nb = [int(v) for v in acc.t.contents.nb[1:4]]  # channels-last: a row is a frame; channels-first: a channel
+        for j, t0, t1 in spans:
+            if j != full and t1 > t0:
+                offset = t0 * (nb[0] if data else 4)
+                acc = Act(g.ggml_acc_inplace(ctx, acc.t, product(j, t0, t1).t, *nb, offset), acc.cl)
+        if self.layers:  # the products skip the padding's zeros: fewer multiply-adds than the conv's own count
+            self.layers[-1].extra["product_macs"] = cin * cout * sum(max(0, t1 - t0) for _, t0, t1 in spans)
+        return acc
 
     def _taps_conv(self, x: Act, wname: str, dilation: int) -> Act:
         """A conv with one output channel: one product gives every tap's dot product per frame, P [T, K]

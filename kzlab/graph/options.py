@@ -22,12 +22,12 @@ from typing import Any
 
 from kzlab.errors import InvalidOptionError
 
-CONV_CHOICES = ("auto", "ktap", "im2col-f32", "im2col-f16")
+CONV_CHOICES = ("auto", "ktap", "ktap-acc", "im2col-f32", "im2col-f16")
 CONV_SRC1_CHOICES = ("auto", "data", "kernel")
 #: what `conv` and `conv_src1` = auto become: on the CPU and BLAS backends (measured fastest there, see HELP), and
 #: where a device backend takes part (the form a device port runs: src1 rows = c_out, which ggml-hexagon up to
 #: v0.15.2 takes up to 1024 of)
-CONV_AUTO_CPU = {"conv": "ktap", "conv_src1": "data"}
+CONV_AUTO_CPU = {"conv": "ktap-acc", "conv_src1": "data"}
 CONV_AUTO_DEVICE = {"conv": "im2col-f32", "conv_src1": "kernel"}
 #: weight types that quantize: with the kernel as src1 a conv's weights stay F32 (src1 is never quantized)
 QUANTIZED_WTYPES = ("q8_0",)
@@ -51,11 +51,14 @@ HELP = {
     "mode": "portable = ggml ops only (what a device port runs and the Hexagon simulator places); fast = kzlab's "
     "fused CPU nodes where they apply (CPU and BLAS backends only); auto = fast where every backend is the CPU or "
     "BLAS, else portable. Results record the resolved mode",
-    "conv": "conv1d lowering: ktap = K shifted mul_mats, no im2col; im2col-f32 = im2col F32 + mul_mat; "
-    "im2col-f16 = ggml_conv_1d's im2col F16 + mul_mat; auto = ktap where every backend is the CPU or BLAS (the "
-    "portable graph's fastest there: the first family's 31-frame decode 1.25 s against 1.95 s with im2col-f32, "
-    "src1=kernel), im2col-f32 where a device backend takes part (and in `Lowering.portable()`, the graph the "
-    "placement simulator places)",
+    "conv": "conv1d lowering: ktap = K shifted mul_mats over a padded copy of the input (PAD), summed by ADD, no "
+    "im2col; ktap-acc = the same products over the frames each tap reads, each added in place into the frames it "
+    "reaches (ACC: no padded copy; a conv whose output is over 1 GiB sums on a padded copy, as its layer record "
+    "says, ACC's offsets being 32-bit); im2col-f32 = im2col F32 + mul_mat; im2col-f16 = ggml_conv_1d's im2col F16 "
+    "+ mul_mat; auto = ktap-acc where every backend is the CPU or BLAS (the portable graph's fastest there: the "
+    "first family's 31-frame decode 1.15 s, against 1.27 s with ktap and 1.95 s with im2col-f32, src1=kernel), "
+    "im2col-f32 where a device backend takes part (and in `Lowering.portable()`, the graph the placement "
+    "simulator places)",
     "conv_src1": "which operand is src1 of the conv MUL_MAT: data = mul_mat(kernel, columns), src1 rows = T; "
     "kernel = ggml_conv_1d's order mul_mat(columns, kernel), src1 rows = c_out (with im2col-f32, a conv with "
     "one output channel is then mul_mat(input, taps) and K shifted adds, no im2col); auto = data where every "

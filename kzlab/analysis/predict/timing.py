@@ -34,6 +34,7 @@ from kzlab.analysis.predict.parameters import (
     observed_spread,
 )
 from kzlab.errors import InvalidInputError
+from kzlab.graph.options import CONV_AUTO_CPU, CONV_AUTO_DEVICE
 
 CPU_NAMES = {"cpu"}
 
@@ -164,8 +165,9 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
         got = ", ".join(f"{k}={mine.get(k)!r} (placement: {theirs[k]!r})" for k in diff)
         hint = ""
         if {"conv", "conv_src1"} & set(diff):
-            hint = (" (conv and conv_src1 'auto' are ktap, data on the CPU and im2col-f32, kernel for a device: "
-                    "profile `lowering.portable()`; on the command line `--lowering device`)")
+            cpu, dev = (", ".join(d.values()) for d in (CONV_AUTO_CPU, CONV_AUTO_DEVICE))
+            hint = (f" (conv and conv_src1 'auto' are {cpu} on the CPU and {dev} for a device: profile "
+                    "`lowering.portable()`; on the command line `--lowering device`)")
         raise InvalidInputError(
             f"the {where} is of another lowering: {got}; profile the placement's graph (same options, "
             f"mode='portable') on the CPU{hint}"

@@ -61,7 +61,7 @@ def conv_same(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int)
             not b.low.conv_tile or T <= b.low.conv_tile
         ):
             return _im2col_same(b, x, path, c_in, k)
-        if b.low.conv == "ktap" and b.w.prepared[f"{path}.weight"].layout != "taps":
+        if b.low.conv in ("ktap", "ktap-acc") and b.w.prepared[f"{path}.weight"].layout != "taps":
             return b.conv1d(x, f"{path}.weight", f"{path}.bias", padding=(h, h))
         y = b.conv1d(_pad_time(b, x, 0, h), f"{path}.weight", f"{path}.bias")
         return _cont(b, b.time_view(y, h, T))

@@ -101,17 +101,21 @@ def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
 def kzlab_configs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, file, load kwargs) of the kzlab rows: the default, the naive graph, and the alternatives."""
     from kzlab.environment import blas_label, ggml_cpu_libm
-    from kzlab.graph.options import NAIVE, Lowering
+    from kzlab.graph.options import DEVICE, NAIVE, Lowering
     from kzlab.runtime.backends import available_backends
+
+    def convs(low: Lowering) -> str:  # what the conv options resolve to on these (CPU and BLAS) backends
+        plan = low.resolve(cpu_only=True)
+        return f"{plan.conv}, src1={plan.conv_src1}"
 
     auto = f"auto: blas+cpu, BLAS {blas_label()}" if "blas" in available_backends() else "auto: cpu"
     auto += f", libm {ggml_cpu_libm()}"
     rows: list[tuple[str, str, dict[str, Any]]] = [
         (f"kzlab default ({auto})", args.f32, {"lowering": Lowering(), "backend": "auto"}),
-        (f"kzlab portable ({auto}, ggml ops only: ktap, src1=data)", args.f32,
+        (f"kzlab portable ({auto}, ggml ops only: {convs(Lowering(mode='portable'))})", args.f32,
          {"lowering": Lowering(mode="portable"), "backend": "auto"}),
-        (f"kzlab portable as a device port's conv ({auto}, ggml ops only: im2col-f32, src1=kernel)", args.f32,
-         {"lowering": Lowering(mode="portable").portable(), "backend": "auto"}),
+        (f"kzlab portable as a device port's conv ({auto}, ggml ops only: {convs(DEVICE)})", args.f32,
+         {"lowering": DEVICE, "backend": "auto"}),
         ("kzlab default lowering (cpu)", args.f32, {"lowering": Lowering(), "backend": "cpu"}),
         ("kzlab naive (NAIVE, cpu)", args.f16, {"lowering": NAIVE, "backend": "cpu"}),
     ]

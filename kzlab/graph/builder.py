@@ -335,11 +335,9 @@ class GraphBuilder:
         T = x.T
         if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad):
             raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
-        acc_ok = 4 * cout * T < SET_MAX_OFFSET  # ACC keeps its byte offsets in 32 bits
-        if self.low.conv == "ktap-acc" and k > 1 and not acc_ok and self.layers:
-            self.layers[-1].extra["taps_summed"] = "ADD on a padded copy (output over 1 GiB: ACC's offsets are 32-bit)"
-        if self.low.conv == "ktap-acc" and k > 1 and acc_ok:
-            out = self._ktap_acc(x, wname, cin, cout, k, dilation, padding or (pad, 0))
+        acc = self._acc_spans(T, k, dilation, padding or (pad, 0), cout) if self.low.conv == "ktap-acc" else None
+        if acc is not None:
+            out = self._ktap_acc(x, wname, cin, cout, dilation, (padding or (pad, 0))[0], *acc)
         elif self.low.conv in KTAP:
             xl = self.as_cl(x)
             left, right = padding or (pad, 0)
@@ -373,22 +371,38 @@ class GraphBuilder:
             out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
         return self.add_bias(out, bname) if bname else out
 
-    def _ktap_acc(
-        self, x: Act, wname: str, cin: int, cout: int, k: int, dilation: int, padding: tuple[int, int]
-    ) -> Act:
-        """ktap without the padded copy: each tap's product over the input frames it reads, added in place (ACC)
-        into the output frames it reaches; the tap that reaches every frame is the first, the sum's start.
+    def _acc_spans(
+        self, T: int, k: int, dilation: int, padding: tuple[int, int], cout: int
+    ) -> tuple[list[tuple[int, int, int]], int] | None:
+        """ktap-acc's taps as (j, t0, t1): output frame t takes tap j from input frame t + j*d - left, so tap j
+        reaches output frames [t0, t1) = [max(0, left - j*d), min(T, T + left - j*d)) (T frames out: the padding
+        sums to (k-1)*d); with the tap that reaches every frame, the sum's start. None where ACC cannot sum them
+        (a pointwise conv has nothing to sum), and the conv's layer record says why: ACC keeps its byte offsets in
+        32 bits, and a sum needs a tap that reaches every frame to start from."""
+        if k == 1:
+            return None
+        left = padding[0]
+        spans = [(j, max(0, left - j * dilation), min(T, T + left - j * dilation)) for j in range(k)]
+        full = next((j for j, t0, t1 in spans if t0 == 0 and t1 == T), None)
+        why = ("output over 1 GiB: ACC's offsets are 32-bit" if 4 * cout * T >= SET_MAX_OFFSET
+               else "no tap reaches every output frame" if full is None else None)
+        if why is None:
+            return spans, full
+        if self.layers:
+            self.layers[-1].extra["taps_summed"] = f"ADD on a padded copy ({why})"
+        return None
 
-        Output frame t takes tap j from input frame t + j*d - left: a tap reaches frames [t0, t1) with
-        t0 = max(0, left - j*d), t1 = min(T_out, T + left - j*d). PAD writes the whole input once more, one
-        element at a time in ggml-cpu (3.4 GB/s here); ACC adds rows with ggml's vector add, in place."""
+    def _ktap_acc(
+        self, x: Act, wname: str, cin: int, cout: int, dilation: int, left: int, spans: list[tuple[int, int, int]],
+        full: int,
+    ) -> Act:
+        """ktap without the padded copy: each tap's product over the input frames it reads (`spans`, see
+        `_acc_spans`), added in place (ACC) into the output frames it reaches, from the tap `full` that reaches
+        every frame on. PAD would write the whole input once more, one element at a time in ggml-cpu (3.4 GB/s
+        here); ACC adds rows with ggml's vector add."""
         ctx, W = self.ctx, self.w[wname]
         xl = self.as_cl(x)
-        left, right = padding
         T = xl.T
-        t_out = T + left + right - (k - 1) * dilation
-        spans = [(j, max(0, left - j * dilation), min(t_out, T + left - j * dilation)) for j in range(k)]
-        full = next(j for j, t0, t1 in spans if t0 == 0 and t1 == t_out)
         data = self.low.conv_src1 == "data"
 
         def product(j: int, t0: int, t1: int) -> Act:
@@ -396,7 +410,7 @@ class GraphBuilder:
             xs = self.time_view(xl, t0 + j * dilation - left, t1 - t0)
             return Act(self.mul_mat(wk, xs.t), True) if data else Act(self.mul_mat(xs.t, wk), False)
 
-        acc = product(full, 0, t_out)
+        acc = product(full, 0, T)
         nb = [int(v) for v in acc.t.contents.nb[1:4]]  # channels-last: a row is a frame; channels-first: a channel
         for j, t0, t1 in spans:
             if j != full and t1 > t0:

@@ -335,12 +335,12 @@ class GraphBuilder:
         T = x.T
         if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad):
             raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
-        acc = self._acc_spans(T, k, dilation, padding or (pad, 0), cout) if self.low.conv == "ktap-acc" else None
+        left, right = padding or (pad, 0)
+        acc = self._acc_spans(T, k, dilation, left, cout) if self.low.conv == "ktap-acc" else None
         if acc is not None:
-            out = self._ktap_acc(x, wname, cin, cout, dilation, (padding or (pad, 0))[0], *acc)
+            out = self._ktap_acc(x, wname, cin, cout, dilation, left, *acc)
         elif self.low.conv in KTAP:
             xl = self.as_cl(x)
-            left, right = padding or (pad, 0)
             xp = Act(g.ggml_pad_ext(self.ctx, xl.t, 0, 0, left, right, 0, 0, 0, 0), True) if pad else xl
             W = self.w[wname]
             acc = None
@@ -372,16 +372,16 @@ class GraphBuilder:
         return self.add_bias(out, bname) if bname else out
 
     def _acc_spans(
-        self, T: int, k: int, dilation: int, padding: tuple[int, int], cout: int
+        self, T: int, k: int, dilation: int, left: int, cout: int
     ) -> tuple[list[tuple[int, int, int]], int] | None:
-        """ktap-acc's taps as (j, t0, t1): output frame t takes tap j from input frame t + j*d - left, so tap j
-        reaches output frames [t0, t1) = [max(0, left - j*d), min(T, T + left - j*d)) (T frames out: the padding
-        sums to (k-1)*d); with the tap that reaches every frame, the sum's start. None where ACC cannot sum them
-        (a pointwise conv has nothing to sum), and the conv's layer record says why: ACC keeps its byte offsets in
-        32 bits, and a sum needs a tap that reaches every frame to start from."""
+        """ktap-acc's taps as (j, t0, t1): output frame t takes tap j from input frame t + j*d - left (`left` zeros
+        before the input; the padding sums to (k-1)*d, so T frames out), so tap j reaches output frames
+        [t0, t1) = [max(0, left - j*d), min(T, T + left - j*d)); with the tap that reaches every frame, the sum's
+        start. None where ACC cannot sum them (a pointwise conv has nothing to sum), and the conv's layer record
+        says why: ACC keeps its byte offsets in 32 bits, and a sum needs a tap that reaches every frame to start
+        from."""
         if k == 1:
             return None
-        left = padding[0]
         spans = [(j, max(0, left - j * dilation), min(T, T + left - j * dilation)) for j in range(k)]
         full = next((j for j, t0, t1 in spans if t0 == 0 and t1 == T), None)
         why = ("output over 1 GiB: ACC's offsets are 32-bit" if 4 * cout * T >= SET_MAX_OFFSET

@@ -227,18 +227,20 @@ class Lowering:
             )
         d = Lowering()
 
+        def at_defaults(*names: str) -> bool:
+            return all(getattr(self, f) == getattr(d, f) for f in names)
+
         def untouched(*names: str) -> bool:
-            return self.snake in ("auto", "fused") and all(getattr(self, f) == getattr(d, f) for f in names)
+            return self.snake in ("auto", "fused") and at_defaults(*names)
 
         fast = mode == "fast"
         choice = {
             "snake": "fused" if fast else "folded",
             "resunit": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
             "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
-            "dwmlp": "fused" if fast and _dwmlp_node_pays() and all(getattr(self, f) == getattr(d, f) for f in (
-                "gelu", "dwconv", "mm_chunk", "wtype")) else "ops",
-            "normconv": "fused" if fast and all(getattr(self, f) == getattr(d, f) for f in (
-                "conv", "conv_src1", "mm_chunk", "wtype")) else "ops",
+            "dwmlp": "fused" if fast and _dwmlp_node_pays() and at_defaults("gelu", "dwconv", "mm_chunk", "wtype")
+            else "ops",
+            "normconv": "fused" if fast and at_defaults("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
         }
         choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}

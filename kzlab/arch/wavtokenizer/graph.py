@@ -16,7 +16,7 @@ from ggml import ggml as g
 
 from kzlab.arch.wavtokenizer.spec import WavTokenizerHParams, stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder
+from kzlab.graph.builder import KTAP, Act, GraphBuilder
 from kzlab.graph.options import LoweringPlan
 
 #: the magnitude clip of the head (outetts ISTFTHead: exp(x).clip(max=1e2))
@@ -61,7 +61,7 @@ def conv_same(b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int)
             not b.low.conv_tile or T <= b.low.conv_tile
         ):
             return _im2col_same(b, x, path, c_in, k)
-        if b.low.conv in ("ktap", "ktap-acc") and b.w.prepared[f"{path}.weight"].layout != "taps":
+        if b.low.conv in KTAP and b.w.prepared[f"{path}.weight"].layout != "taps":
             return b.conv1d(x, f"{path}.weight", f"{path}.bias", padding=(h, h))
         y = b.conv1d(_pad_time(b, x, 0, h), f"{path}.weight", f"{path}.bias")
         return _cont(b, b.time_view(y, h, T))

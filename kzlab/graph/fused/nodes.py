@@ -60,6 +60,21 @@ def _array(t, shape: tuple[int, ...]) -> np.ndarray:
     return np.ctypeslib.as_array(ctypes.cast(t.contents.data, _F32P), shape=shape)
 
 
+def _channels_frames(x, in_cl: bool) -> tuple[int, int]:
+    """(C, T) of a 2-D activation, channels-last (ne [C, T]) or channels-first (ne [T, C])."""
+    ne0, ne1 = int(x.contents.ne[0]), int(x.contents.ne[1])
+    return (ne0, ne1) if in_cl else (ne1, ne0)
+
+
+def _node(ctx, callback, srcs: list, ne0: int, ne1: int, flags: int):
+    """A fused node: an F32 [ne0, ne1] `ggml_custom_4d` over `srcs` whose C `callback` gets `flags` as its
+    userdata; the input (the first source) made contiguous, since every kernel reads it as rows."""
+    if not g.ggml_is_contiguous(srcs[0]):
+        srcs = [g.ggml_cont(ctx, srcs[0]), *srcs[1:]]
+    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, ne0, ne1, 1, 1, args, len(srcs), callback, -1, flags)
+
+
 def _snake_kernel(dst, ith: int, nth: int, flags: int) -> None:
     d = dst.contents
     src = d.src[0].contents
@@ -94,15 +109,12 @@ def snake(ctx, x, in_cl: bool, alpha, inv_beta, bias=None, out_cl: bool | None =
 
     `bias` ([C]) is added to `x` first (the bias of the conv before it); `out_cl` sets the output's memory
     order (default: the input's), so the transpose a following conv would need costs no extra pass."""
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
     out_cl = in_cl if out_cl is None else out_cl
     srcs = [x, alpha, inv_beta] + ([bias] if bias is not None else [])
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
-    C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
+    C, T = _channels_frames(x, in_cl)
     ne0, ne1 = (C, T) if out_cl else (T, C)
     flags = (IN_CL if in_cl else 0) | (OUT_CL if out_cl else 0) | (HAS_BIAS if bias is not None else 0)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, ne0, ne1, 1, 1, args, len(srcs), _SNAKE_CB, -1, flags)
+    return _node(ctx, _SNAKE_CB, srcs, ne0, ne1, flags)
 
 
 # ---- the residual unit ---------------------------------------------------------------------------------------
@@ -169,13 +181,9 @@ def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = 
     `w` maps UNIT_SOURCES[1:] to the weight tensors: folded snake constants ([C]), conv1.weight as ne
     [C_out, C_in, K] (numpy [K, C_in, C_out]; with `winograd`, Winograd's m + 6 transformed matrices, ne
     [C_out, C_in, m + 6]), conv2.weight as ne [C_out, C_in], biases [C]."""
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
-    srcs = [x] + [w[k] for k in UNIT_SOURCES[1:]]
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
-    C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
+    C, T = _channels_frames(x, in_cl)
     flags = (IN_CL if in_cl else 0) | OUT_CL | (WINOGRAD if winograd else 0) | (dilation << _PARAM_SHIFT)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _UNIT_CB, -1, flags)
+    return _node(ctx, _UNIT_CB, [x] + [w[k] for k in UNIT_SOURCES[1:]], C, T, flags)
 
 
 # ---- SnakeBeta + transposed conv ------------------------------------------------------------------------------
@@ -206,14 +214,10 @@ def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int)
 
     `weight` is ne [C_out, K, C_in] (numpy [C_in, K, C_out]) with K = 2 x stride; `alpha`, `inv_beta` the
     folded snake constants ([C_in]); `bias` [C_out]."""
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
-    srcs = [x, alpha, inv_beta, weight, bias]
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
-    T = int(x.contents.ne[1]) if in_cl else int(x.contents.ne[0])
+    T = _channels_frames(x, in_cl)[1]
     c_out = int(weight.contents.ne[0])
     flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _PARAM_SHIFT)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, c_out, T * stride, 1, 1, args, len(srcs), _CONVT_CB, -1, flags)
+    return _node(ctx, _CONVT_CB, [x, alpha, inv_beta, weight, bias], c_out, T * stride, flags)
 
 
 # ---- the ConvNeXt block --------------------------------------------------------------------------------------
@@ -264,13 +268,9 @@ def dwmlp(ctx, x, in_cl: bool, w: dict, left: int, eps: float):
     k = int(w["dw.weight"].contents.ne[1])
     if not 0 <= left < k:
         raise ValueError(f"the fused ConvNeXt node's left padding {left} must be below its kernel size {k}")
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
-    srcs = [x] + [w[n] for n in DWMLP_SOURCES[1:]]
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
-    C, T = (int(x.contents.ne[0]), int(x.contents.ne[1])) if in_cl else (int(x.contents.ne[1]), int(x.contents.ne[0]))
+    C, T = _channels_frames(x, in_cl)
     flags = (IN_CL if in_cl else 0) | OUT_CL | (left << _PARAM_SHIFT) | (_f32_bits(eps) << _EPS_SHIFT)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, T, 1, 1, args, len(srcs), _DWMLP_CB, -1, flags)
+    return _node(ctx, _DWMLP_CB, [x] + [w[n] for n in DWMLP_SOURCES[1:]], C, T, flags)
 
 
 # ---- GroupNorm statistics and the normalised conv -------------------------------------------------------------
@@ -298,17 +298,13 @@ def group_norm_affine_node(ctx, x, in_cl: bool, vectors, groups: int, eps: float
     """GroupNorm's statistics over `x` (F32, 2-D, C channels, every frame) folded with its weight and bias into a
     per-channel affine: ne [C, 2], row 0 the scale, row 1 the shift (`kernels.group_norm_affine`). `vectors` is
     the norm's weight and bias stacked, ne [C, 2]. What the normalised conv (`normconv`) applies on its tiles."""
-    C = int(x.contents.ne[0]) if in_cl else int(x.contents.ne[1])
+    C = _channels_frames(x, in_cl)[0]
     if groups < 1 or C % groups or groups >= 1 << _GROUPS_BITS:
         raise ValueError(f"GroupNorm of {groups} groups over {C} channels: the groups must divide the channels")
     if not (0.0 < eps < 1.0):
         raise ValueError(f"the GroupNorm epsilon {eps} is not in (0, 1)")
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
-    srcs = [x, vectors]
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
     flags = (IN_CL if in_cl else 0) | (groups << _PARAM_SHIFT) | (_f32_bits(eps) << _EPS_SHIFT)
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, C, 2, 1, 1, args, len(srcs), _GN_AFFINE_CB, -1, flags)
+    return _node(ctx, _GN_AFFINE_CB, [x, vectors], C, 2, flags)
 
 
 def _normconv_kernel(dst, ith: int, nth: int, flags: int) -> None:
@@ -340,15 +336,12 @@ def normconv(ctx, x, in_cl: bool, weight, bias, taps: int, affine=None, residual
     channels-last [C_out, T]."""
     if taps < 2 or taps % 2 == 0:
         raise ValueError(f"the normalised conv takes an odd number of taps ('same' padding); got {taps}")
-    if not g.ggml_is_contiguous(x):
-        x = g.ggml_cont(ctx, x)
     srcs = [x, weight, bias] + ([affine] if affine is not None else []) + ([residual] if residual is not None else [])
-    args = (ctypes.POINTER(g.ggml_tensor) * len(srcs))(*srcs)
-    T = int(x.contents.ne[1]) if in_cl else int(x.contents.ne[0])
+    T = _channels_frames(x, in_cl)[1]
     c_out = int(weight.contents.ne[0])
     flags = ((IN_CL if in_cl else 0) | OUT_CL | (HAS_AFFINE if affine is not None else 0)
              | (HAS_RESIDUAL if residual is not None else 0) | (taps << _PARAM_SHIFT))
-    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, c_out, T, 1, 1, args, len(srcs), _NORMCONV_CB, -1, flags)
+    return _node(ctx, _NORMCONV_CB, srcs, c_out, T, flags)
 
 
 def after_compute() -> None:

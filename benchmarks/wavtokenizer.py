@@ -9,7 +9,9 @@ audio, of the reference that comes with the file), F32, on the same number of th
   ``torch.set_num_threads(N)``, under ``torch.inference_mode()``;
 - llama.cpp's ``wavtokenizer-dec`` graph through llama-cpp-python (its low-level API: ``llama_encode`` of the codes,
   then the 1282-wide head output per frame from ``llama_get_embeddings``), plus the iSTFT on the host in numpy (the
-  same function kzlab's host iSTFT uses, so the iSTFT costs both the same); its graph-only time is shown too.
+  same function kzlab's host iSTFT uses, so the iSTFT costs both the same); its graph-only time is shown too;
+- the floor: the matrix products kzlab's default decode does, alone, back to back, with numpy's sgemm and with
+  torch's (``ProductsRun``): what no decode that does those products with that sgemm can go below.
 
 Every configuration lives in its own worker process (two ggml libraries, two OpenMP runtimes and llama.cpp's logs
 do not share a process well, and a worker's peak RSS, VmHWM, is then its own). The workers load once and are run in
@@ -172,7 +174,80 @@ class LlamaRun:
         return wav, {"total": t2 - t0, "graph": t1 - t0, "istft": t2 - t1}
 
 
-KINDS = {"kzlab": KzlabRun, "torch": TorchRun, "llama": LlamaRun}
+class ProductsRun:
+    """The decode's matrix products alone, back to back, with nothing between them: no conv transform, norm, GELU,
+    bias, residual or iSTFT, each product one sgemm call on whole operands (the shapes a library runs fastest).
+
+    The list (`products` in the parent) is what kzlab's default decode multiplies, with the fewest multiply-adds
+    kzlab knows for each: the ConvNeXt blocks' two pointwise products (no cheaper algorithm), the posnet's and the
+    first conv's convs by Winograd's F(m, K) as kzlab's fused nodes take them (m + K - 1 products of the frames / m),
+    the attention's six and the head's one. Its time is the floor under any decode that does those products on
+    this machine with this sgemm: a decode's time can go below it only by multiplying less."""
+
+    def __init__(self, cfg: dict[str, Any]):
+        self.lib = cfg["lib"]
+        rng = np.random.default_rng(0)
+        # one set of operands per distinct shape (the values do not change an sgemm's speed; no denormals)
+        shapes = {(m, k, n) for _, m, k, n, _ in cfg["products"]}
+        ops = {s: (rng.standard_normal(s[:2], dtype=np.float32), rng.standard_normal(s[1:], dtype=np.float32) * 0.03,
+                   np.empty((s[0], s[2]), np.float32)) for s in shapes}
+        if self.lib == "ggml-blas":
+            # the library ggml's BLAS backend calls in a kzlab process, called as that backend calls it
+            # (cblas_sgemm, row-major, the weight [n, k] transposed) from the threads its setting gives
+            import ctypes
+
+            from kzlab.environment import ggml_blas_library
+
+            info = ggml_blas_library()
+            if info is None:
+                raise SystemExit("this ggml-python build has no BLAS backend")
+            lib = ctypes.CDLL(info.library)
+            for name in ("MKL_Set_Num_Threads", "openblas_set_num_threads", "scipy_openblas_set_num_threads"):
+                if hasattr(lib, name):
+                    getattr(lib, name)(ctypes.c_int(cfg["threads"]))
+                    break
+            sgemm = lib.cblas_sgemm
+            sgemm.restype = None
+            sgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                                   ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+            ops = {s: (a, np.ascontiguousarray(b.T), c) for s, (a, b, c) in ops.items()}
+
+            def mm(a: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
+                m, k = a.shape
+                sgemm(101, 111, 112, m, bt.shape[0], k, 1.0, a.ctypes.data, k, bt.ctypes.data, k, 0.0,
+                      c.ctypes.data, bt.shape[0])
+
+            self.mm = mm
+            self.label = f"cblas_sgemm of ggml's BLAS backend ({info.label}), {cfg['threads']} threads"
+        elif self.lib == "torch":
+            import torch
+
+            torch.set_num_threads(cfg["threads"])
+            ops = {s: tuple(torch.from_numpy(x) for x in v) for s, v in ops.items()}
+            self.mm = lambda a, b, c: torch.matmul(a, b, out=c)
+            self.label = f"torch {torch.__version__} matmul (its own sgemm), {torch.get_num_threads()} threads"
+        else:
+            self.mm = lambda a, b, c: np.matmul(a, b, out=c)
+            blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+            self.label = (f"numpy {np.__version__} matmul ({blas.get('name')} {blas.get('version')}), "
+                          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+        self.calls = [(group, ops[(m, k, n)], count) for group, m, k, n, count in cfg["products"]]
+        gflop = sum(2 * m * k * n * c for _, m, k, n, c in cfg["products"]) / 1e9
+        self.label += f"; {sum(c for *_, c in cfg['products'])} products, {gflop:.1f} GFLOP"
+
+    def __call__(self, codes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+        times: dict[str, float] = {}
+        t0 = time.perf_counter()
+        for group, (a, b, c), count in self.calls:
+            t = time.perf_counter()
+            for _ in range(count):
+                self.mm(a, b, c)
+            times[group] = times.get(group, 0.0) + time.perf_counter() - t
+        total = time.perf_counter() - t0
+        return np.zeros(0, np.float32), {"total": total, **times}
+
+
+KINDS = {"kzlab": KzlabRun, "torch": TorchRun, "llama": LlamaRun, "products": ProductsRun}
 
 
 def worker(cfg: dict[str, Any]) -> None:
@@ -252,7 +327,28 @@ def hparams(path: str) -> dict[str, Any]:
     hp = load_model(path).hparams
     return {"features": hp.features, "vocab": hp.vocab_size, "dim": hp.dim, "ff": hp.intermediate_size,
             "layers": hp.num_convnext, "groups": hp.group_norm_groups, "n_fft": hp.n_fft, "hop": hp.hop,
-            "sample_rate": hp.sample_rate}
+            "sample_rate": hp.sample_rate, "posnet_kinds": list(hp.posnet_kinds)}
+
+
+def products(hp: dict[str, Any], frames: int) -> list[tuple[str, int, int, int, int]]:
+    """(group, m, k, n, count): the [m, k] x [k, n] products kzlab's default decode of `frames` frames does, with
+    its Winograd forms for the convs (`ProductsRun`)."""
+    from kzlab.graph.fused.winograd import outputs
+
+    T, C, F = frames, hp["dim"], hp["ff"]
+    m3, m7 = outputs(3), outputs(7)
+    resnets = sum(k == "resnet" for k in hp["posnet_kinds"])
+    attns = sum(k == "attn" for k in hp["posnet_kinds"])
+    return [
+        ("first conv", -(-T // m7), hp["features"], C, m7 + 7 - 1),
+        ("posnet convs", -(-T // m3), C, C, 2 * resnets * (m3 + 3 - 1)),
+        ("attention", T, C, C, 4 * attns),  # q, k, v and the output projection
+        ("attention", T, C, T, attns),  # the scores
+        ("attention", T, T, C, attns),  # the weighted sum
+        ("convnext", T, C, F, hp["layers"]),
+        ("convnext", T, F, C, hp["layers"]),
+        ("head", T, C, hp["n_fft"] + 2, 1),
+    ]
 
 
 def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frames: int) -> list[tuple[str, dict]]:
@@ -263,6 +359,16 @@ def configs(args: argparse.Namespace, hp: dict[str, Any], codes_path: str, frame
     if not args.no_llama:
         rows.append(("llama.cpp + iSTFT", {**base, "kind": "llama", "path": args.f32, "istft_py": ISTFT_PY}))
     rows.append(("kzlab default", {**base, "kind": "kzlab", "path": args.f32}))
+    if not args.no_floor:
+        prods = products(hp, frames)
+        rows.append(("products alone, numpy's sgemm (floor)",
+                     {**base, "kind": "products", "lib": "numpy", "products": prods,
+                      "env": {"OPENBLAS_NUM_THREADS": str(args.threads)}}))
+        rows.append(("products alone, ggml's BLAS backend's sgemm (floor)",
+                     {**base, "kind": "products", "lib": "ggml-blas", "products": prods}))
+        if not args.no_torch:
+            rows.append(("products alone, torch's sgemm (floor)",
+                         {**base, "kind": "products", "lib": "torch", "products": prods}))
     rows.append(("kzlab portable (ggml ops only)", {**base, "kind": "kzlab", "path": args.f32,
                                                      "kw": {"mode": "portable"}}))
     rows.append(("kzlab posnet and first conv as ggml ops (normconv=ops)",
@@ -329,9 +435,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tool", default=str(DEFAULT_TOOL), help="shared tools' make_wavtokenizer_fixture.py")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-llama", action="store_true")
+    p.add_argument("--no-floor", action="store_true", help="leave out the rows that time the decode's products alone")
     p.add_argument("--alternatives", action="store_true", help="also the llama.cpp-like lowering, ktap, F16, ...")
     p.add_argument("--site", default="", help="a folder first on the path of two more kzlab rows: another ggml-python "
                    "build or another kzlab checkout (alternatives)")
+    p.add_argument("--gap", type=float, default=0.5,
+                   help="seconds of rest before each timed run: the run before leaves BLAS and OpenMP threads spinning "
+                   "(MKL's OpenMP 200 ms by default), which would take the cores from the next one")
     p.add_argument("--only", default="", help="comma list of substrings: keep only matching rows")
     p.add_argument("--json", default="", help="write the results here")
     args = p.parse_args(argv)
@@ -368,6 +478,7 @@ def main(argv: list[str] | None = None) -> None:
             w.ask("run")
         for _ in range(args.runs):
             for w in workers:
+                time.sleep(args.gap)
                 w.times.append(w.ask("run")["times"])
         results = []
         for w in workers:
@@ -378,7 +489,8 @@ def main(argv: list[str] | None = None) -> None:
             results.append({"name": w.name, "label": w.info["label"], "median_s": med,
                             "all_s": [t["total"] for t in w.times], "hwm_mb": mem["hwm_mb"],
                             "rss_base_mb": w.info["rss_base_mb"], "rss_loaded_mb": w.info["rss_loaded_mb"],
-                            "wav_snr_db": snr_db(got["wav"], ref_wav) if ref_wav is not None else None,
+                            "wav_snr_db": (snr_db(got["wav"], ref_wav)
+                                           if ref_wav is not None and got["wav"].size else None),
                             "head_snr_db": (snr_db(got["head"], ref["head.linear"])
                                             if "head" in got and ref_wav is not None else None)})
     finally:

@@ -76,11 +76,13 @@ def _reference(x, p, taps, residual=None):
     return y + residual if residual is not None else y
 
 
-@pytest.mark.parametrize(("taps", "c_in", "c_out"), [(3, 16, 16), (7, 12, 20)])
+@pytest.mark.parametrize(("taps", "c_in", "c_out"), [(3, 16, 16), (7, 12, 20), (3, 8, 40)])
 @pytest.mark.parametrize("norm", [False, True], ids=["plain", "norm-swish"])
 @pytest.mark.parametrize("T", [1, 7, 101])
-def test_normconv_rows_match_float64_whatever_the_tiles_and_thread_ranges(taps, c_in, c_out, norm, T):
-    rng = np.random.default_rng(taps * 1000 + T + norm)
+def test_normconv_phases_match_float64_whatever_the_tiles_and_thread_shares(taps, c_in, c_out, norm, T):
+    """The two phases as the node's threads run them (each its groups' inputs, then each its output channels for
+    every frame), with tiles of one group to all of them, against the direct conv in float64."""
+    rng = np.random.default_rng(taps * 1000 + T + norm + c_out)
     x = rng.standard_normal((T, c_in)).astype(np.float32)
     w = (rng.standard_normal((taps, c_in, c_out)) / np.sqrt(taps * c_in)).astype(np.float32)
     p = {"w": w, "bias": (0.1 * rng.standard_normal(c_out)).astype(np.float32)}
@@ -90,15 +92,22 @@ def test_normconv_rows_match_float64_whatever_the_tiles_and_thread_ranges(taps, 
     want = _reference(x, p, taps, res)
     m = winograd.outputs(taps)
     n = m + taps - 1
+    G = -(-T // m)
     node_p = {"weight": winograd.transform_weights(w), "bias": p["bias"], **({"affine": p["affine"]} if norm else {})}
     # the conv's terms up to the growth larger, 2 n transform roundings, the swish's few roundings per input
     tol = 4 * (winograd_growth(m, taps) * (taps * c_in + 2 * n) + 8) * EPS32 * float(np.abs(want).max())
-    for tile, cuts in ((768, [0, T]), (5, [0, T]), (6, [0, T // 3, T])):
+    for tile, groups, channels in ((256, [0, G], [0, c_out]), (1, [0, G], [0, c_out]),
+                                   (2, [0, G // 3, G], [0, c_out // 3, c_out]), (3, [0, G, G], [0, 0, c_out])):
         for xv in (x, np.ascontiguousarray(x.T).T):  # channels-last and channels-first memory
+            V = np.full((n, G, c_in), np.nan, np.float32)
+            for a, b in zip(groups[:-1], groups[1:], strict=True):
+                kernels.normconv_inputs(xv, V, node_p, taps, a, b, tile)
+            assert np.all(np.isfinite(V))
             y = np.full((T, c_out), np.nan, np.float32)
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-                kernels.normconv_rows(xv, y, node_p, taps, a, b, tile, res)
-            assert np.all(np.isfinite(y)) and np.abs(y - want).max() < tol, (tile, cuts)
+            for a, b in zip(channels[:-1], channels[1:], strict=True):
+                if a < b:
+                    kernels.normconv_outputs(V, y, node_p, taps, a, b, tile, res)
+            assert np.all(np.isfinite(y)) and np.abs(y - want).max() < tol, (tile, groups, channels)
 
 
 @pytest.mark.parametrize("offset", [0.0, 30.0])
@@ -222,3 +231,29 @@ def test_relaid_weights_are_made_at_upload_and_not_held_twice():
             p.values()
         kept = [p for p in wt.prepared.values() if p.zero_copy]
         assert kept and not any(p.released for p in kept)
+
+
+def test_a_failing_thread_fails_the_decode_without_stranding_the_others(monkeypatch):
+    """The normalised conv's threads meet between its two phases: one whose first phase raises still meets the
+    others, nobody computes from the unwritten inputs, the decode raises what went wrong (not a hang, not a broken
+    barrier), and the next decode runs whole."""
+    from kzlab.errors import BackendError
+    from kzlab.graph.fused import nodes
+
+    dec = kzlab.load(GGUF, backend="cpu", sched=False, threads=2, normconv="fused")
+    codes = np.zeros((1, 13), np.int32)
+    good = dec.decode(codes)
+    real = nodes.normconv_inputs
+
+    def second_thread_fails(x, V, p, taps, g0, g1, tile):
+        if g0 > 0:
+            raise RuntimeError("input transform failed")
+        real(x, V, p, taps, g0, g1, tile)
+
+    monkeypatch.setattr(nodes, "normconv_inputs", second_thread_fails)
+    with pytest.raises(BackendError, match="input transform failed"):
+        dec.decode(codes)
+    assert not nodes._meetings
+    monkeypatch.setattr(nodes, "normconv_inputs", real)
+    assert np.array_equal(dec.decode(codes), good)
+    assert not nodes._meetings

@@ -316,54 +316,99 @@ def silu(u: np.ndarray, tmp: np.ndarray) -> None:
     np.divide(u, tmp, out=u)
 
 
-#: bytes of one tile's input rows of the normalised conv: the Winograd products' rows are a tile / m, and taller
-#: products are faster (one core, C 768, 375 frames: 13.5, 10.4, 9.3 and 9.3 ms at 96, 192, 384 and 768 frames a
-#: tile), so a tile is as tall as 2 MB of input rows
+#: bytes of one tile's input rows in the normalised conv's first phase (the input transform, `normconv_inputs`)
 NORMCONV_TILE_BYTES = 1 << 21
-#: the bounds of a normalised conv's tile, in frames (`tile_rows`)
+#: the bounds of that tile, in frames (`tile_rows`)
 NORMCONV_ROWS = (96, 768)
+#: bytes of one tile of the second phase's products (`normconv_outputs`: m + K - 1 products of a tile of groups by
+#: one thread's output channels), and the bounds of that tile in groups: the products are [groups, C_in] x [C_in,
+#: channels], faster the taller they are (one core, C 768, 375 frames: 13.5, 10.4, 9.3 and 9.3 ms at 16, 32, 64 and
+#: 128 groups of six frames a tile)
+NORMCONV_PRODUCT_BYTES = 1 << 22
+NORMCONV_GROUPS = (64, 256)
 
 
-def normconv_rows(
-    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], taps: int, t0: int, t1: int, tile: int,
+def _view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`a` reshaped as a view (never a copy: a kernel writes through it); raises where the strides cannot merge."""
+    v = a.view()
+    v.shape = shape
+    return v
+
+
+def normconv_inputs(
+    x: np.ndarray, V: np.ndarray, p: dict[str, np.ndarray], taps: int, g0: int, g1: int, tile: int
+) -> None:
+    """The normalised conv's first phase: Winograd's transformed inputs of the groups [g0, g1) into V.
+
+    The conv is 'same' (output t reads act(x) at t - (K-1)/2 ... t + (K-1)/2, zeros outside the signal) by
+    Winograd's F(m, K), n = m + K - 1; group j computes output frames j m ... j m + m - 1 from its n inputs
+    z_i = act(x)[j m + i - (K-1)/2], and V[:, j] = B^T z. x is [T, C_in] (any strides), V [n, ceil(T / m), C_in].
+    act is x * scale + shift, then swish (x * sigmoid(x)), with p["affine"] = [scale; shift] ([2, C_in], a
+    GroupNorm folded by `group_norm_affine`), or the identity without it. `tile` groups at a time; the frames
+    past the signal (the last group's, the halo) are zeros."""
+    aff = p.get("affine")
+    T, c_in = x.shape
+    n = V.shape[0]
+    m, left = n - taps + 1, (taps - 1) // 2
+    bt = wg.matrices(m, taps)[2].astype(np.float32)
+    tile = max(1, min(tile, g1 - g0))
+    S = np.empty((tile * m + taps - 1, c_in), np.float32)
+    S_tmp = np.empty_like(S)
+    Z = np.empty((n, tile, c_in), np.float32)
+    for s in range(g0, g1, tile):
+        q = min(tile, g1 - s)
+        need = q * m + taps - 1
+        lo = s * m - left  # the input frame S[0] holds
+        a, b = min(max(lo, 0), T), max(min(lo + need, T), 0)
+        S[: max(a - lo, 0)] = 0.0
+        S[max(b - lo, a - lo) : need] = 0.0
+        if a < b:
+            seg = S[a - lo : b - lo]
+            if aff is None:
+                seg[...] = x[a:b]
+            else:
+                np.multiply(x[a:b], aff[0], out=seg)
+                seg += aff[1]
+                silu(seg, S_tmp[: b - a])
+        z = Z[:, :q]
+        for i in range(n):
+            z[i] = S[i : i + q * m : m]
+        np.matmul(bt, _view(z, (n, q * c_in)), out=_view(V[:, s : s + q], (n, q * c_in)))
+
+
+def normconv_outputs(
+    V: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], taps: int, c0: int, c1: int, tile: int,
     residual: np.ndarray | None = None,
 ) -> None:
-    """Output frames [t0, t1) of y = conv(act(x)) + bias (+ residual), the conv 'same' (output t reads act(x) at
-    t - (K-1)/2 ... t + (K-1)/2, zeros outside the signal: the conv pads its input) by Winograd's F(m, K); x is
-    [T, C_in] (any strides), y and `residual` [T, C_out].
-
-    act is x * scale + shift, then swish (x * sigmoid(x)), with p["affine"] = [scale; shift] ([2, C_in], a
-    GroupNorm folded by `group_norm_affine`), or the identity without it. p["weight"] holds Winograd's m + K - 1
-    transformed matrices ([m + K - 1, C_in, C_out], `winograd.transform_weights`); the tiles are whole blocks
-    of m frames, the last one padded with zeros (its extra outputs computed and dropped)."""
-    W, bias, aff = p["weight"], p["bias"], p.get("affine")
-    T, c_in = x.shape
-    n_mat, _, c_out = W.shape
-    m = n_mat - taps + 1
-    left = (taps - 1) // 2
-    tile = max(m, tile - tile % m)
-    ws = wg.Workspace(tile // m, c_in, m, taps, c_out)
-    rows = tile + taps - 1 + wg.extra_rows(1, m, taps)
-    S = np.empty((rows, c_in), np.float32)
-    S_tmp = np.empty_like(S)
-    H = np.empty((tile, c_out), np.float32)
-    for s in range(t0, t1, tile):
-        n = min(tile, t1 - s)
-        nb = -(-n // m) * m
-        need = nb + taps - 1 + wg.extra_rows(1, m, taps)
-        lo = s - left  # the input frame S[0] holds
-        a, b = max(lo, 0), min(lo + need, T)
-        if a > lo or b < lo + need:
-            S[:need] = 0.0
-        seg, tm = S[a - lo : b - lo], S_tmp[: b - a]
-        if aff is None:
-            seg[...] = x[a:b]
-        else:
-            np.multiply(x[a:b], aff[0], out=seg)
-            seg += aff[1]
-            silu(seg, tm)
-        wg.conv_groups(S, W, H[:nb], 1, ws)
-        out = y[s : s + n]
-        np.add(H[:n], bias, out=out)
-        if residual is not None:
-            out += residual[s : s + n]
+    """The normalised conv's second phase: output channels [c0, c1) of every frame, y = conv(act(x)) + bias
+    (+ residual), from the transformed inputs V of `normconv_inputs` ([n, G, C_in]). p["weight"] holds Winograd's
+    n transformed matrices ([n, C_in, C_out], `winograd.transform_weights`), p["bias"] [C_out]; y and `residual`
+    are [T, C_out] in row order (T <= G m: the last group's extra outputs are computed and dropped). `tile` groups
+    at a time: n products [groups, C_in] x [C_in, c1 - c0], then A^T, the bias and the residual."""
+    W, bias = p["weight"][:, :, c0:c1], p["bias"][c0:c1]
+    n, G, _ = V.shape
+    m = n - taps + 1
+    T, cc = y.shape[0], c1 - c0
+    at = wg.matrices(m, taps)[0].astype(np.float32)
+    tile = max(1, min(tile, G))
+    P = np.empty((n, tile, cc), np.float32)
+    Y = np.empty((m, tile, cc), np.float32)
+    for s in range(0, G, tile):
+        q = min(tile, G - s)
+        Pv, Yv = P[:, :q], Y[:, :q]
+        np.matmul(V[:, s : s + q], W, out=Pv)
+        np.matmul(at, _view(Pv, (n, q * cc)), out=_view(Yv, (m, q * cc)))
+        f0 = s * m
+        full = min(q, (T - f0) // m)  # groups whose m outputs are all frames of the signal
+        if full:
+            out = _view(y[f0 : f0 + full * m], (full, m, y.shape[1]))[:, :, c0:c1]
+            res = None if residual is None else _view(residual[f0 : f0 + full * m], (full, m, y.shape[1]))[:, :, c0:c1]
+            for r in range(m):
+                np.add(Yv[r, :full], bias, out=out[:, r])
+                if res is not None:
+                    out[:, r] += res[:, r]
+        for r in range(min(T - f0, q * m) - full * m):  # the frames of the signal's last group, when it is partial
+            t = f0 + full * m + r
+            np.add(Yv[r, full], bias, out=y[t, c0:c1])
+            if residual is not None:
+                y[t, c0:c1] += residual[t, c0:c1]

@@ -10,8 +10,9 @@ audio, of the reference that comes with the file), F32, on the same number of th
 - llama.cpp's ``wavtokenizer-dec`` graph through llama-cpp-python (its low-level API: ``llama_encode`` of the codes,
   then the 1282-wide head output per frame from ``llama_get_embeddings``), plus the iSTFT on the host in numpy (the
   same function kzlab's host iSTFT uses, so the iSTFT costs both the same); its graph-only time is shown too;
-- the floor: the matrix products kzlab's default decode does, alone, back to back, with numpy's sgemm and with
-  torch's (``ProductsRun``): what no decode that does those products with that sgemm can go below.
+- the floor: the matrix products kzlab's default decode does, alone, back to back, with numpy's sgemm, the one
+  ggml's BLAS backend calls and torch's (``ProductsRun``): what no decode that does those products with that sgemm
+  can go below.
 
 Every configuration lives in its own worker process (two ggml libraries, two OpenMP runtimes and llama.cpp's logs
 do not share a process well, and a worker's peak RSS, VmHWM, is then its own). The workers load once and are run in

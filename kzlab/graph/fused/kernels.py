@@ -321,9 +321,9 @@ NORMCONV_TILE_BYTES = 1 << 21
 #: the bounds of that tile, in frames (`tile_rows`)
 NORMCONV_ROWS = (96, 768)
 #: bytes of one tile of the second phase's products (`normconv_outputs`: m + K - 1 products of a tile of groups by
-#: one thread's output channels), and the bounds of that tile in groups: the products are [groups, C_in] x [C_in,
-#: channels], faster the taller they are (one core, C 768, 375 frames: 13.5, 10.4, 9.3 and 9.3 ms at 16, 32, 64 and
-#: 128 groups of six frames a tile)
+#: one thread's output channels, `tile_rows` of n x channels values a group), and the bounds of that tile in
+#: groups: the products are [groups, C_in] x [C_in, channels], faster the taller they are (one core, C 768, 375
+#: frames: 13.5, 10.4, 9.3 and 9.3 ms at 16, 32, 64 and 128 groups of six frames a tile)
 NORMCONV_PRODUCT_BYTES = 1 << 22
 NORMCONV_GROUPS = (64, 256)
 

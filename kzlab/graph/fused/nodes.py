@@ -375,11 +375,6 @@ def _normconv_kernel(dst, ith: int, nth: int, flags: int) -> None:
     G = -(-T // m)
     in_tile = max(1, tile_rows(NORMCONV_TILE_BYTES, c_in, *NORMCONV_ROWS) // m)
     blas_one_thread()
-    if nth == 1:
-        V = np.empty((n_mat, G, c_in), np.float32)
-        normconv_inputs(x, V, p, taps, 0, G, in_tile)
-        normconv_outputs(V, y, p, taps, 0, c_out, _product_groups(n_mat, c_out), res)
-        return
     key = int(d.data or 0)
     mt = _meet(key, nth, (n_mat, G, c_in))
     try:
@@ -395,15 +390,10 @@ def _normconv_kernel(dst, ith: int, nth: int, flags: int) -> None:
             raise err
         c0, c1 = _channel_share(c_out, ith, nth)
         if c0 < c1 and not mt.failed:
-            normconv_outputs(mt.V, y, p, taps, c0, c1, _product_groups(n_mat, c1 - c0), res)
+            groups = tile_rows(NORMCONV_PRODUCT_BYTES, n_mat * (c1 - c0), *NORMCONV_GROUPS)
+            normconv_outputs(mt.V, y, p, taps, c0, c1, groups, res)
     finally:
         _leave(key, mt)
-
-
-def _product_groups(n_mat: int, channels: int) -> int:
-    """Groups per tile of the second phase: its n products' outputs within NORMCONV_PRODUCT_BYTES."""
-    lo, hi = NORMCONV_GROUPS
-    return max(lo, min(hi, NORMCONV_PRODUCT_BYTES // (4 * n_mat * max(channels, 1))))
 
 
 _NORMCONV_CB = _callback(_normconv_kernel)

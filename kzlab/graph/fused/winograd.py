@@ -130,15 +130,14 @@ def extra_rows(dilation: int, m: int = OUTPUTS, taps: int = TAPS) -> int:
 
 
 class Workspace:
-    """The buffers of one thread's tiles (at most `groups` groups of m output frames, C_in channels in, C_out out,
-    C_out = C_in unless given): allocated once per node call, reused by every tile."""
+    """The buffers of one thread's tiles (at most `groups` groups of m output frames, C channels in and out):
+    allocated once per node call, reused by every tile."""
 
-    def __init__(self, groups: int, C: int, m: int = OUTPUTS, taps: int = TAPS, c_out: int | None = None):
+    def __init__(self, groups: int, C: int, m: int = OUTPUTS, taps: int = TAPS):
         n = m + taps - 1
         self.m, self.taps = m, taps
-        width = groups * max(C, c_out or C)
-        self.z = np.empty((n, width), np.float32)  # the n inputs of every group, then their products
-        self.zt = np.empty((n, width), np.float32)  # B^T z, then the m outputs
+        self.z = np.empty((n, groups * C), np.float32)  # the n inputs of every group, then their products
+        self.zt = np.empty((n, groups * C), np.float32)  # B^T z, then the m outputs
         at, _, bt = matrices(m, taps)
         self.at, self.bt = at.astype(np.float32), bt.astype(np.float32)
 

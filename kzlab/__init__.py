@@ -45,6 +45,8 @@ _LAZY = {
     "WhatIf": "kzlab.analysis.predict.question",
     "ConfigSpec": "kzlab.analysis.predict.question",
     "Capabilities": "kzlab.analysis.placement.capabilities",
+    "emulate": "kzlab.analysis.emulate.device",
+    "DeviceAccuracy": "kzlab.analysis.emulate.device",
     "Workbench": "kzlab.ui.workbench",
     "random_codes": "kzlab.codes",
     "load_codes": "kzlab.codes",

@@ -288,6 +288,10 @@ def _patch(color: Any):
 
 
 # ---- placement -----------------------------------------------------------------------------------------
+#: the colour of a node whose kernel path computes wrong values
+DEFECT_COLOR = "#d62728"
+
+
 def placement(pl: Any, title: str | None = None) -> Figure:
     """The Hexagon what-if: every node in graph order as a strip coloured by where it would run, the
     splits (runs of nodes on one backend) and the bytes copied between them."""
@@ -316,11 +320,25 @@ def placement(pl: Any, title: str | None = None) -> Figure:
         bottom += v
     ax2.set_xticks(x, stages, rotation=30, ha="right", fontsize=7)
     ax2.set_ylabel("nodes")
+    # nodes on a kernel path with a known defect (the profile's [[defects]]): marked on the strip, counted per stage
+    bad = [i for i, n in enumerate(nodes) if n.get("defect")]
+    if bad:
+        ax.scatter(bad, np.full(len(bad), 0.5), marker="x", color=DEFECT_COLOR, s=18, linewidths=1.2, zorder=3,
+                   label=f"defective path: {len(bad)} nodes")
+        per_bad = defaultdict(int)
+        for i in bad:
+            per_bad[nodes[i].get("stage") or "?"] += 1
+        for j, st in enumerate(stages):
+            if per_bad.get(st):
+                ax2.annotate(f"{per_bad[st]} wrong", (j, bottom[j]), ha="center", va="bottom", fontsize=7,
+                             color=DEFECT_COLOR, fontweight="bold")
     splits = as_rows(field(pl, "splits"))
     copied = float(field(pl, "copied_bytes") or 0.0)
     cfg = field(pl, "config") or {}
     prof = cfg.get("profile") if isinstance(cfg, Mapping) else None
-    fig.suptitle(title or f"placement {prof or ''}: {len(splits)} splits, {copied / 1e6:.1f} MB copied")
+    wrong = f"; WRONG OUTPUT: {len(bad)} nodes on a defective path" if bad else ""
+    fig.suptitle(title or f"placement {prof or ''}: {len(splits)} splits, {copied / 1e6:.1f} MB copied{wrong}",
+                 color=DEFECT_COLOR if bad else None)
     return fig
 
 

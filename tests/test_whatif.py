@@ -48,6 +48,8 @@ def test_contract_and_paired_draws(model):
     assert set(d["target"]) == set(d["configs"]) and all(0.0 <= v <= 1.0 for v in d["target"].values())
     assert d["sensitivity"] and all(0.0 <= s["share"] <= 1.0 for s in d["sensitivity"])
     assert d["decision"]["a"] != "cpu" and d["decision"]["b"] != "cpu"  # a decision between changes
+    # every configuration puts the whole graph under the scheduler: each pair compares one scope
+    assert {p["scope"]["kind"] for p in d["pairs"]} == {"same", "cpu_only"}
     # paired: P(A faster) is counted draw by draw on the same draws as the placements' own ranges
     a, b = r.placements["v0.15.2"].predicted, r.placements["v0.15.3"].predicted
     assert r.decision.configs["v0.15.2"]["range"] == a.range and b.range["draws"] == 400
@@ -225,3 +227,96 @@ def test_a_cpu_profile_with_vectorised_libm_prices_the_devices_scalar_libm(model
     ratio = {k: cpu_ms(p, True) / cpu_ms(p, False) for k, p in (("scalar", run("scalar", base=shared)),
                                                                    ("libmvec", guessed))}
     assert ratio["libmvec"] == pytest.approx(ratio["scalar"], rel=1e-9)
+
+
+def _posterior(parameters, flags):
+    """A Posterior with given parameter verdicts and flags (what `infer` would have found)."""
+    import numpy as np
+
+    from kzlab.analysis.predict.draws import Draws
+    from kzlab.analysis.predict.inference import Posterior
+
+    rows = [{"parameter": n, "verdict": v, "low": 1.0, "high": 100.0, "p10": 2.0, "p50": 3.0, "p90": 4.0,
+             "shrink": 0.1 if v != "prior" else 1.0} for n, v in parameters]
+    draws = Draws([n for n, _ in parameters], np.ones((1, len(parameters))), 0, {})
+    return Posterior(draws, {"cpu": 1.0}, 0.03, 500.0, {}, rows, flags)
+
+
+def test_a_flagged_parameter_is_neither_identified_nor_left_at_its_prior():
+    """A parameter the calibration flagged (it contradicts public measurements, or the totals push it to a bound)
+    was moved by the totals to where it cannot be taken at face value: it is listed apart, never as left at its
+    prior."""
+    hmx, copy = "HTP.gflops.MUL_MAT.F16.hmx", "HTP.bandwidth_gbs.copy"
+    post = _posterior([(hmx, "contradicts public"), ("HTP.sync_us", "prior"), (copy, "narrowed"),
+                       ("HTP.launch_us", "identified")],
+                      [{"parameter": hmx, "kind": "contradicts_public", "message": "m"},
+                       {"parameter": copy, "kind": "at_bound", "message": "m"},
+                       {"parameter": None, "kind": "few_draws", "message": "m"}])
+    assert post.prior_only == ["HTP.sync_us"]
+    assert post.identified == ["HTP.launch_us"] and post.contradicts_public == [hmx]
+    assert post.flagged == {hmx: ["contradicts_public"], copy: ["at_bound"]}
+    d = post.to_dict()
+    assert hmx not in d["prior_only"] and copy not in d["prior_only"] and d["contradicts_public"] == [hmx]
+    status = {p["parameter"]: p["status"] for p in d["parameters"]}
+    assert status == {hmx: "contradicts public", "HTP.sync_us": "prior", copy: "at bound",
+                      "HTP.launch_us": "identified"}
+    assert "flagged (neither identified nor at their prior)" in post.summary()
+
+
+def _two_changes():
+    """Paired totals of the CPU-only decode and two changes: x is always faster than y (P = 1), its spread all
+    parameter A's; B explains next to nothing."""
+    import numpy as np
+
+    from kzlab.analysis.predict.draws import ParameterSpace
+
+    space = ParameterSpace()
+    space.add([Parameter("A", 1.0, "x", "assumed: a test", 0.5, 2.0), Parameter("B", 1.0, "x", "assumed", 0.5, 2.0)])
+    draws = space.sample(2000, 0)
+    a, b = draws.column("A"), draws.column("B")
+    totals = {"cpu": np.full(2000, 20.0), "x": 5.0 * a + 0.01 * b, "y": np.full(2000, 12.0)}
+    extra = {"cpu": {"profile": "cpu", "sched_stages": None},
+             "x": {"profile": "hexagon-v0.15.3", "sched_stages": ["decoder"]},
+             "y": {"profile": "hexagon-v0.21.0", "sched_stages": None}}
+    return totals, draws, extra
+
+
+def test_a_decision_resting_on_a_flagged_parameter_is_not_settled():
+    from kzlab.analysis.predict.decide import decide
+
+    totals, draws, extra = _two_changes()
+    plain = decide(totals, draws, extra=extra, baseline="cpu").decision
+    assert (plain["a"], plain["b"]) == ("x", "y") and plain["p_a_faster"] == 1.0 and plain["settled"]
+    assert plain["unsettled_by"] == []
+    flagged = decide(totals, draws, extra=extra, baseline="cpu",
+                     flags=[{"parameter": "A", "kind": "contradicts_public"}])
+    dd = flagged.decision
+    assert dd["p_a_faster"] == 1.0 and not dd["settled"] and dd["settled_by_p"]
+    assert [u["parameter"] for u in dd["unsettled_by"]] == ["A"] and dd["unsettled_by"][0]["kinds"] == [
+        "contradicts_public"]
+    assert any(n.startswith("not settled whatever P says") and "A (" in n for n in flagged.notes)
+    # a flagged parameter the decision does not rest on (share under 0.05, not the top) leaves it settled
+    assert decide(totals, draws, extra=extra, baseline="cpu", flags={"B": "at_bound"}).decision["settled"]
+    # applied after the fact (a calibration known once the decision is made), the same
+    late = decide(totals, draws, extra=extra, baseline="cpu")
+    late.settle_against([{"parameter": "A", "kind": "at_bound"}])
+    assert not late.decision["settled"] and late.decision["unsettled_by"][0]["kinds"] == ["at_bound"]
+
+
+def test_pairs_say_whether_they_compare_one_scope():
+    from kzlab.analysis.predict.decide import ALL_STAGES, decide
+    from kzlab.report.whatif_section import decision_sentence, whatif_html
+
+    totals, draws, extra = _two_changes()
+    dec = decide(totals, draws, extra=extra, baseline="cpu")
+    scope = {(p["a"], p["b"]): p["scope"] for p in dec.pairs}
+    assert scope[("x", "y")] == {"kind": "different", "a_stages": ["decoder"], "b_stages": ALL_STAGES}
+    assert scope[("cpu", "x")]["kind"] == "cpu_only" and dec.decision["scope"]["kind"] == "different"
+    assert any("different stages under the device's scheduler" in n and "x vs y" in n for n in dec.notes)
+    same = {k: {**v, "sched_stages": ["decoder"]} if k != "cpu" else v for k, v in extra.items()}
+    one = decide(totals, draws, extra=same, baseline="cpu")
+    assert {p["scope"]["kind"] for p in one.pairs} == {"same", "cpu_only"}
+    assert not any("different stages" in n for n in one.notes)
+    d = dec.to_dict()
+    assert "different stages under the scheduler" in decision_sentence(d)
+    assert "DIFFERENT: decoder / all" in whatif_html(d)

@@ -56,6 +56,8 @@ class StageAccuracy:
     ref_rms: float = 0.0
     max_abs_err: float = 0.0
     note: str = ""
+    #: non-finite values (NaN, inf) in this run's stage: each counted as lost (0), never a NaN SNR
+    nonfinite: int = 0
 
     def row(self) -> dict[str, Any]:
         snr = "" if self.snr_db is None else ("exact" if math.isinf(self.snr_db) else round(self.snr_db, 2))
@@ -78,10 +80,21 @@ def stage_accuracy(test: Mapping[str, Any], ref: Mapping[str, Any], order: Seque
         if a.shape != r.shape:
             rows.append(StageAccuracy(name, None, tuple(a.shape), note=f"shape {a.shape} vs the reference's {r.shape}"))
             continue
-        d = a.astype(np.float64) - r.astype(np.float64)
+        db, bad = snr_counting_nonfinite(a, r)
+        d = np.where(np.isfinite(a), a, 0.0).astype(np.float64) - r.astype(np.float64)
         rms = float(np.sqrt(np.mean(r.astype(np.float64) ** 2)))
-        rows.append(StageAccuracy(name, snr_db(a, r), tuple(a.shape), rms, float(np.max(np.abs(d))) if d.size else 0.0))
+        rows.append(StageAccuracy(name, db, tuple(a.shape), rms, float(np.max(np.abs(d))) if d.size else 0.0,
+                                  note=f"{bad} non-finite values, counted as lost" if bad else "", nonfinite=bad))
     return rows
+
+
+def snr_counting_nonfinite(out: Any, ref: Any) -> tuple[float, int]:
+    """(SNR in dB of `out` against `ref`, the number of non-finite values in `out`): a NaN or inf value counts as
+    lost (taken as 0, so that its error is the reference's value there), never as a crash or a NaN SNR."""
+    o = np.asarray(out, dtype=np.float64).reshape(-1)
+    bad = ~np.isfinite(o)
+    n_bad = int(bad.sum())
+    return snr_db(np.where(bad, 0.0, o) if n_bad else o, ref), n_bad
 
 
 def first_below(rows: Sequence[StageAccuracy], bound_db: float) -> str | None:
@@ -336,4 +349,4 @@ def compare(
 
 
 __all__ = ["DEFAULT_BOUND_DB", "Accuracy", "StageAccuracy", "compare", "first_below", "parse_run", "read_reference",
-           "stage_accuracy"]
+           "snr_counting_nonfinite", "stage_accuracy"]

@@ -1,6 +1,7 @@
-"""`kzlab compare MODEL [--ref REF.npz | --against 'OPTIONS'] [--bound DB] [--json OUT]`: the SNR of every stage
-of one run against a reference of stage activations or against another run, and the first stage below a bound
-(`kzlab.compare`, the same function the Workbench's Compare tab and the report use)."""
+"""`kzlab compare MODEL [--ref REF.npz | --against 'OPTIONS' | --device PROFILE[,ITEM...]] [--bound DB] [--json OUT]`:
+the SNR of every stage of one run against a reference of stage activations or against another run, and the first
+stage below a bound (`kzlab.compare`, the same function the Workbench's Compare tab and the report use); with
+`--device`, the device's arithmetic emulated on the host (`kzlab.analysis.emulate`) against the host's F32 decode."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ def register(sub) -> None:
         "whose SNR is below --bound.",
     )
     add_model(p)
-    g = p.add_mutually_exclusive_group(required=True)
+    g = p.add_mutually_exclusive_group()
     g.add_argument("--ref", metavar="REF.npz", help="reference stage activations (its codes are decoded)")
+    p.add_argument("--device", metavar="PROFILE[,ITEM...]",
+                   help="the device's arithmetic emulated on the host: the placed graph (as `kzlab simulate "
+                   "--profile PROFILE` places it, what-if items such as hmx=0 or +SIN after commas) decoded with "
+                   "every product the device runs computed as its kernel computes it, against the host's F32 decode "
+                   "(and --ref when given); --weights-on names the weights' buffer (default htp)")
     g.add_argument("--against", metavar="OPTIONS",
                    help="run A: this run with these options changed, e.g. 'conv=im2col-f32 gelu=erf' or "
                    "'wtype=f32 backend=cpu' (lowering and backend option names, NAME=VALUE separated by spaces)")
@@ -29,6 +35,10 @@ def register(sub) -> None:
     p.add_argument("--codes", default=None, help="codes file (.npy/.npz) to decode with --against")
     p.add_argument("--repeat", type=int, default=3, help="timed decodes per run (0: none)")
     p.add_argument("--json", metavar="OUT", default=None, help="write the result as JSON")
+    p.add_argument("--stages", default=None, metavar="S[+S...]",
+                   help="with --device: only these stages under the device's scheduler (e.g. decoder)")
+    p.add_argument("--wav", metavar="OUT.wav", default=None,
+                   help="with --device: write the emulated waveform (and OUT-host.wav, the host's F32 decode)")
     add_backend(p)
     add_lowering(p)
     p.set_defaults(func=run)
@@ -37,8 +47,15 @@ def register(sub) -> None:
 def run(args) -> int:
     from kzlab.analysis.accuracy import compare
     from kzlab.codes import load_codes
+    from kzlab.errors import InvalidOptionError
 
     codes = load_codes(args.codes) if args.codes else None
+    if args.device:
+        if args.against:
+            raise InvalidOptionError("--device compares against the host's F32 decode (and --ref): not --against")
+        return run_device(args, codes)
+    if not (args.ref or args.against):
+        raise InvalidOptionError("compare needs --ref REF.npz, --against 'OPTIONS' or --device PROFILE")
     res = compare(open_model(args), ref=args.ref, against=args.against, codes=codes, frames=args.frames,
                   bound=args.bound, lowering=lowering_from(args), backends=backend_spec(args), repeat=args.repeat)
     print(f"{res.model} ({res.family}), {res.frames} frames")
@@ -55,3 +72,22 @@ def run(args) -> int:
     if args.json:
         print(f"wrote {res.to_json(args.json)}")
     return 0 if res.ok else 1
+
+
+def run_device(args, codes) -> int:
+    """`--device`: the emulated decode of the placed graph; exit 1 when it computes the wrong audio."""
+    from pathlib import Path
+
+    from kzlab.analysis.emulate.device import emulate
+
+    res = emulate(open_model(args), args.device, frames=31 if args.frames is None else args.frames,
+                  lowering=lowering_from(args), codes=codes, stages=args.stages, weights_on=args.weights_on or "htp",
+                  bound=args.bound, ref=args.ref, threads=args.threads)
+    print(res.summary())
+    if args.wav:
+        out = Path(args.wav)
+        print(f"wrote {res.save_wav(out)} (emulated) and {res.save_wav(out.with_name(out.stem + '-host.wav'), True)}"
+              " (host F32)")
+    if args.json:
+        print(f"wrote {res.to_json(args.json)}")
+    return 0 if res.correct else 1

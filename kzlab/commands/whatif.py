@@ -1,7 +1,8 @@
 """`kzlab whatif MODEL --frames N [lowering options] --cpu-baseline-ms MS --config NAME=PROFILE[,mm_chunk=K,...] ...
-[--measured NAME=MS ...] [--ops FILE ...] [--target-ms MS] [--draws N] [--seed S] [--json OUT] [--no-cache]`:
-which configuration to try on the device first, as probabilities over the parameters nobody measured, with the
-device measurement that would settle it."""
+[--measured NAME=MS ...] [--ops FILE ...] [--target-ms MS] [--draws N] [--seed S] [--json OUT] [--no-cache]
+[--no-accuracy] [--no-remedies] [--bound DB]`: which configuration to try on the device first, as probabilities over
+the parameters nobody measured, with the device measurement that would settle it; each configuration's emulated
+accuracy beside its time, and the fastest one that computes the right audio recommended."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads of the profiles (default: all cores)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="profile every graph anew instead of reusing a cached CPU profile")
+    p.add_argument("--no-accuracy", dest="accuracy", action="store_false",
+                   help="do not emulate each configuration's arithmetic (a configuration on a known defective path is "
+                   "still wrong output; the others' correctness is then not known and none is recommended)")
+    p.add_argument("--no-remedies", dest="remedies", action="store_false",
+                   help="do not price the correct variants of a configuration that hits a known defect")
+    p.add_argument("--bound", type=float, default=None, metavar="DB",
+                   help="a configuration computes the right audio when every stage of its emulated decode is within "
+                   "DB of the host's F32 decode (default 40)")
     p.add_argument("--json", help="write the answer (configs, pairs, target, sensitivity, next_measurements, "
                    "calibration) as JSON")
     add_lowering(p)
@@ -58,7 +67,8 @@ def run(args) -> int:
     result = whatif(open_model(args), args.config, frames=args.frames, lowering=lowering_from(args),
                     cpu_baseline_ms=args.cpu_baseline_ms, measured=_measured(args.measured), ops=args.ops,
                     target_ms=args.target_ms, draws=args.draws, seed=args.seed, cache=args.cache,
-                    threads=args.threads, progress=None)
+                    threads=args.threads, progress=None, accuracy=args.accuracy, remedies=args.remedies,
+                    bound=args.bound)
     print(result.summary())
     print(f"({result.seconds:.1f} s)")
     if args.json:

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -34,7 +34,15 @@
 #   gives it (HMX, the matrix unit, on by default as GGML_HEXAGON_USE_HMX is; or HVX), each streaming op by its
 #   class's bandwidth, and every range holds what has been measured in public (llama.cpp's Hexagon PRs);
 # - the answer is a probability, with what it rests on, what reaching the target would take, and the device
-#   measurement that would settle it.
+#   measurement that would settle it;
+# - and beside every time, whether the configuration computes the right audio. ggml-hexagon's HMX product reads
+#   its activation operand (src1) as F32 whatever its type, in every release (v0.15.2 `htp/matmul-ops.c` 4776 and
+#   4811, v0.15.3 3047 and 3085, v0.21.0 and master 3335 and 3386); the only fix is the head of ggml's PR #1601
+#   (78c531d4), unmerged, which sends an F16 src1 to HVX instead. The seed's graph feeds F16 im2col columns as
+#   src1, so every conv product that reaches HMX computes garbage. The capability profiles carry that defect; the
+#   placement marks the nodes that hit it, and kzlab decodes the placed graph on this machine with the device's
+#   arithmetic (each product the device runs computed as its kernel does, the defect included) to hear it. A
+#   configuration that computes the wrong audio is never recommended, however fast.
 
 # %% tags=["parameters"]
 MODEL = "synthetic"       # the full-size decoder (seeded random weights, F16), built into the cache on first use
@@ -76,9 +84,79 @@ seed_graph = kzlab.Lowering(mode="portable", conv="im2col-f16", conv_src1="data"
                             snake="folded")
 CONFIGS = [f"v0.15.2=hexagon-v0.15.2,stages={SCHED_STAGES}", f"v0.15.3=hexagon-v0.15.3,stages={SCHED_STAGES}",
            f"v0.15.2+chunk=hexagon-v0.15.2,mm_chunk=1024,stages={SCHED_STAGES}",
-           f"v0.15.3+SIN=hexagon-v0.15.3,+SIN,stages={SCHED_STAGES}", "v0.21.0=hexagon-v0.21.0"]
+           f"v0.15.3+SIN=hexagon-v0.15.3,+SIN,stages={SCHED_STAGES}",
+           f"v0.15.3-f32cols=hexagon-v0.15.3,conv=im2col-f32,stages={SCHED_STAGES}",
+           f"v0.21.0=hexagon-v0.21.0,stages={SCHED_STAGES}"]
 question = {"frames": FRAMES, "lowering": seed_graph, "cpu_baseline_ms": CPU_BASELINE_MS, "target_ms": TARGET_MS,
             "draws": DRAWS, "seed": SEED, "cache": CACHE}
+
+# %% [markdown]
+# `v0.15.3-f32cols` is the same device with the convs' columns in F32 (`conv=im2col-f32`): HMX then reads src1 as
+# what it is. Every configuration puts the same stages under the scheduler (`stages=decoder`, as the seed ran it),
+# so each pair compares one scope.
+#
+# ## Which configurations compute the right audio
+#
+# First the placements alone: the nodes each release puts on a kernel path with a known defect, per stage (the
+# placement plot marks them with a red x).
+
+# %%
+placed = {}
+for text in CONFIGS:
+    spec = kzlab.ConfigSpec.parse(text)
+    low = seed_graph.replace(**spec.options)
+    placed[spec.name] = kzlab.simulate(model, spec.capabilities(), frames=FRAMES, lowering=low, stages=spec.stages)
+for name, pl in placed.items():
+    per = "; ".join(f"{d['n_nodes']} nodes ({d['gflop']:.0f} GFLOP): " + ", ".join(f"{k} {v}" for k, v in
+                    d["by_stage"].items()) for d in pl.defects)
+    print(f"{name:16s} {pl.defect_nodes:3d} node(s) on a defective path" + (f": {per}" if per else ""))
+pr1601 = kzlab.simulate(model, "hexagon-78c531d", frames=FRAMES, lowering=seed_graph, stages=SCHED_STAGES)
+print(f"{'PR #1601 head':16s} {pr1601.defect_nodes:3d} node(s) on a defective path (78c531d: F16 src1 takes HVX)")
+display(plots.placement(placed["v0.15.3"]))
+for d in placed["v0.15.3"].defects:
+    print(f"{d['title']}\n  source: {d['source']}\n  holds for: {d['versions']}\n  fix: {d['fix']}")
+
+# %% [markdown]
+# Then the arithmetic. `kzlab.emulate` decodes the placed graph here with each product the HTP runs computed as
+# its kernel computes it (HMX: weights and activations converted to F16 tiles; the defect: an F16 src1's bytes read
+# as F32 with the F32 row stride), every other node as the host computes it, and compares each stage with the
+# host's F32 decode of the same codes (`kzlab compare MODEL --device hexagon-v0.15.3 ...` on the command line).
+# Listen to what the tablet would play with the seed's graph on v0.15.3, beside the same device with F32 columns.
+
+# %%
+from IPython.display import Audio  # noqa: E402
+
+wrong = kzlab.emulate(model, "hexagon-v0.15.3", frames=FRAMES, lowering=seed_graph, stages=SCHED_STAGES)
+right = kzlab.emulate(model, "hexagon-v0.15.3", frames=FRAMES, lowering=seed_graph.replace(conv="im2col-f32"),
+                      stages=SCHED_STAGES)
+print(wrong.summary())
+print(right.summary())
+display(plots.stage_snr([wrong, right], labels=["v0.15.3, F16 columns", "v0.15.3, F32 columns"],
+                        title="emulated device decode against the host's F32 decode"))
+print("what the tablet would play, seed's graph on v0.15.3 (HMX reads the F16 columns as F32):")
+display(Audio(wrong.playable(), rate=wrong.sample_rate, normalize=False))
+print("the same device with F32 columns (conv=im2col-f32):")
+display(Audio(right.playable(), rate=right.sample_rate, normalize=False))
+print("the host's F32 decode:")
+display(Audio(right.playable(host=True), rate=right.sample_rate, normalize=False))
+
+# %% [markdown]
+# What of the seed's own v0.15.2 run? The placement above puts dec.0's and dec.1's products (src1 rows 124 and
+# 992, under v0.15.2's 1024-row limit) on HMX with F16 src1, when the weights live in the HTP's buffer; the seed's
+# scheduler log (`GGML_SCHED_DEBUG=2`) shows every BigVGAN MUL_MAT on the CPU. Both cannot hold: with the weights in
+# a CPU buffer the scheduler keeps every product on the CPU (`own_buffers`), and then the run computed them
+# right; with the weights on the HTP, a log line `dec.0.conv:MUL_MAT` on CPU would mean kzlab's v0.15.2 rule is
+# wrong. The log settles it: each node's backend and each weight's buffer (`dec.0.conv.weight [HTP0]` or
+# `[CPU]`) are in it. If those products did run on HMX, this is what the seed's 3.95 s decode played:
+
+# %%
+seed_run = kzlab.emulate(model, "hexagon-v0.15.2", frames=FRAMES, lowering=seed_graph, stages=SCHED_STAGES)
+print(seed_run.summary())
+display(Audio(seed_run.playable(), rate=seed_run.sample_rate, normalize=False))
+cpu_weights = kzlab.simulate(model, "hexagon-v0.15.2", frames=FRAMES, lowering=seed_graph, stages=SCHED_STAGES,
+                             weights_on="cpu")
+print(f"with the weights in a CPU buffer: {sum(n.op == 'MUL_MAT' and n.backend == 'HTP' for n in cpu_weights.nodes)} "
+      f"products on the HTP, {cpu_weights.defect_nodes} on a defective path, {cpu_weights.n_splits} split(s)")
 
 # %% [markdown]
 # ## The answer from the stated ranges alone
@@ -97,7 +175,8 @@ display(plots.decision(prior))
 # configurations differ, and how little of it the stated ranges pin down.
 
 # %%
-changes = [name for name in prior.placements if name != "cpu"]
+# the configurations asked (the correct variants the what-if added for the wrong ones are in the summary above)
+changes = [name for name in prior.placements if name != "cpu" and not prior.decision.configs[name].get("variant_of")]
 display(plots.predicted_stages([prior.placements[n] for n in changes], changes, baseline=prior.placements["cpu"]))
 v0152 = prior.decision.configs["v0.15.2"]["range"]
 inside = v0152["min"] <= MEASURED_V0152_MS <= v0152["max"]
@@ -106,8 +185,16 @@ print(f"v0.15.2 from the stated ranges: p10 {v0152['p10']:.0f}, p50 {v0152['p50'
       + ("inside the range" if inside else "OUTSIDE the range: the model lacks a cost or a range is too narrow"))
 for name, pl in prior.placements.items():
     print(f"{name:16s}", "; ".join(m.verdict() for m in pl.memory.values()))
-for name, info in prior.decision.configs.items():  # what reaching the target would take, per configuration
-    print(f"{name:16s} P(<= {TARGET_MS} ms) = {prior.decision.target[name]:.2f}; {info['needs']['text']}")
+for name in ["cpu", *changes]:  # right or wrong audio, and what reaching the target would take
+    info = prior.decision.configs[name]
+    acc = info["accuracy"]
+    verdict = "RIGHT audio" if info["correct"] else f"WRONG OUTPUT ({info['why']})"
+    print(f"{name:16s} {verdict}; emulated wav SNR {acc['snr_db']} dB; P(<= {TARGET_MS} ms) = "
+          f"{prior.decision.target[name]:.2f}; {info['needs']['text']}")
+    for v in info.get("correct_variants", []):
+        r = v["range"]
+        print(f"{'':16s}   correct variant [{v['remedy']}]: p50 {r['p50']:.0f} ms (p10 {r['p10']:.0f}, "
+              f"p90 {r['p90']:.0f}), P(faster than {name}) = {v['p_faster_than_it']:.2f}, right audio: {v['correct']}")
 
 # %% [markdown]
 # ## Calibrated on the device's four numbers
@@ -143,12 +230,18 @@ display(plots.predicted_stages([post.placements[n] for n in changes], changes, b
 #
 # ## Which change to try first
 #
-# Printed from the calibrated answer: the decision `kzlab.whatif` reports (the two configurations with the
-# lowest medians), the two changes not yet tried on the device against each other, the chance of reaching the
-# target, and the one device measurement that would move the decision most.
+# Printed from the calibrated answer: the configuration kzlab recommends (the fastest that computes the right
+# audio), the decision between the two contenders with the lowest medians among those that compute it, the wrong
+# configurations that would have been faster (never recommended), the chance of reaching the target, and the one
+# device measurement that would move the decision most.
 
 # %%
 dec = post.decision
+rec = post.recommended
+print(f"recommended: {rec['name']} (p50 {rec['p50_ms']:.0f} ms): {rec['why']}")
+for w in rec["faster_but_wrong"]:
+    print(f"  not recommended though faster: {w['name']} (p50 {w['p50_ms']:.0f} ms, P(faster) = {w['p_faster']:.2f}): "
+          f"WRONG OUTPUT, {w['why']}")
 dd = dec.decision
 state = "settled" if dd["settled"] else "not settled: measure before choosing"
 print(f"{dd['a']} before {dd['b']}: P({dd['a']} faster than {dd['b']}) = {dd['p_a_faster']:.2f} on {dec.draws} "
@@ -167,16 +260,15 @@ def p_faster(d, a, b):
     raise KeyError((a, b))
 
 
-untried = sorted((n for n in changes if n not in cal.measured and f"{n}:decoder" not in cal.measured),
-                 key=lambda n: dec.configs[n]["range"]["p50"])
-for a, b in zip(untried, untried[1:], strict=False):
-    print(f"  of the changes not yet tried: P({a} faster than {b}) = {p_faster(dec, a, b):.2f} "
-          f"(from the stated ranges alone {p_faster(prior.decision, a, b):.2f})")
-for n in untried:
-    for today in ("cpu", "v0.15.2"):  # what runs on the device today, as measured
-        print(f"  P({n} faster than {today} as measured today) = {p_faster(dec, n, today):.2f}")
-for name, p in dec.target.items():
-    print(f"  P({name} within {TARGET_MS} ms) = {p:.2f}; it would need: {dec.configs[name]['needs']['text']}")
+right = sorted((n for n in dec.configs if dec.configs[n]["correct"] and n != "cpu"),
+               key=lambda n: dec.configs[n]["range"]["p50"])
+print("the configurations that compute the right audio, fastest first:")
+for n in right:
+    r = dec.configs[n]["range"]
+    print(f"  {n:44s} p50 {r['p50']:6.0f} ms (p10 {r['p10']:.0f}, p90 {r['p90']:.0f}); P(faster than the CPU-only "
+          f"decode) = {p_faster(dec, n, 'cpu'):.2f}; P(within {TARGET_MS} ms) = {dec.target[n]:.2f}")
+for n in right[:2]:
+    print(f"  {n} would need: {dec.configs[n]['needs']['text']}")
 if dec.next_measurements:
     m = dec.next_measurements[0]
     share = next(s["share"] for s in dec.sensitivity if s["parameter"] == m["parameter"])

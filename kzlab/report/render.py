@@ -78,6 +78,22 @@ def _range_row(name: str, r: Mapping[str, Any] | None, p50: float) -> dict[str, 
     return {"": name, "p10": r["p10"], "p50": r["p50"], "p90": r["p90"], "min": r["min"], "max": r["max"]}
 
 
+def defects_html(pl) -> str:
+    """The known defects a placement hits ("" for none): each with its nodes per stage, GFLOP, source and fix, so
+    that a placement on a path that computes wrong values never reads as a plain speed-up."""
+    rows = plots.field(pl, "defects") or []
+    if not rows:
+        return ""
+    out = ['<div class="defects"><h3 style="color:#d62728">Wrong output: nodes on a defective kernel path</h3>']
+    for d in rows:
+        per = ", ".join(f"{html.escape(str(k))} {v}" for k, v in d["by_stage"].items())
+        out.append(f"<p><b>{html.escape(d['title'])}</b> [{html.escape(d['id'])}]: {d['n_nodes']} nodes, "
+                   f"{d['gflop']:.1f} GFLOP; per stage: {per}<br>source: {html.escape(d['source'])}<br>holds for: "
+                   f"{html.escape(d['versions'])}<br>fix: {html.escape(d['fix'])}</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
 def prediction_html(pl) -> str:
     """A placement's predicted time and memory: the total as a range over the draws, per backend and per stage,
     every parameter with its range and source (the assumed ones marked), and each backend's memory against its
@@ -246,6 +262,7 @@ def run_section(rec, index: int) -> str:
     if rec.placement is not None:
         pl = rec.placement
         parts.append("<h3>Hexagon what-if placement</h3>")
+        parts.append(defects_html(pl))
         parts += [figure_tag(f, "placement") for f in plots.placement_figures(pl)]
         convs = plots.as_rows(plots.field(pl, "convs"))
         if convs:

@@ -62,7 +62,15 @@ def decision_sentence(d: Mapping) -> str:
     if not dd:
         return "one configuration: nothing to decide between"
     state = f"settled (P below {SETTLED:g} or above {1 - SETTLED:g})" if dd.get("settled") else "not settled"
+    if dd.get("unsettled_by"):
+        state = ("not settled whatever P says: it rests on " + ", ".join(
+            f"{u['parameter']} ({u['share']:.2f} of its variance, flagged {'/'.join(u.get('kinds') or [])})"
+            for u in dd["unsettled_by"]))
     text = f"{dd['a']} is faster than {dd['b']} with P = {dd['p_a_faster']:.2f}: {state}"
+    scope = dd.get("scope") or {}
+    if scope.get("kind") == "different":
+        text += (f" (different stages under the scheduler: {_stages(scope['a_stages'])} against "
+                 f"{_stages(scope['b_stages'])})")
     nxt = d.get("next_measurements") or []
     if nxt:
         m = nxt[0]
@@ -70,6 +78,10 @@ def decision_sentence(d: Mapping) -> str:
                  f"{m.get('spread_before', float('nan')):.2f} -> {m.get('spread_after', float('nan')):.2f}; settled "
                  f"afterwards with P {m.get('p_settled_after', float('nan')):.2f})")
     return text
+
+
+def _stages(stages: Any) -> str:
+    return stages if isinstance(stages, str) else "+".join(stages)
 
 
 def _pre(text: str) -> str:
@@ -90,6 +102,14 @@ def whatif_html(obj: Any, index: int = 1) -> str:
     parts.append(f"<p>{d.get('draws')} paired draws (seed {d.get('seed')}) from {html.escape(str(d.get('draws_from')))}"
                  ": each draw is one possible device for every configuration.</p>")
     parts.append(f"<p><b>{html.escape(decision_sentence(d))}</b></p>")
+    rec = d.get("recommendation") or {}
+    if rec:
+        who = rec.get("name")
+        text = (f"recommended: {who}, {rec.get('why', '')}" if who else f"recommended: none ({rec.get('why', '')})")
+        parts.append(f"<p><b>{html.escape(text)}</b></p>")
+        for w in rec.get("faster_but_wrong") or []:
+            parts.append(f'<p class="flag">not recommended though faster: {html.escape(w["name"])} (P(faster) = '
+                         f'{w["p_faster"]:.2f}): WRONG OUTPUT, {html.escape(w["why"])}</p>')
     parts.append(figure_tag(plots.decision(d), "what-if decision"))
     target, tms = d.get("target") or {}, d.get("target_ms")
     rows = []
@@ -99,12 +119,25 @@ def whatif_html(obj: Any, index: int = 1) -> str:
         row = {"configuration": name, "profile": c.get("profile", ""), "splits": c.get("splits", ""),
                "p10 ms": _ms(r["p10"]), "p50 ms": _ms(r["p50"]), "p90 ms": _ms(r["p90"]), "min ms": _ms(r["min"]),
                "max ms": _ms(r["max"])}
+        first = c.get("first_decode") or {}
+        if any((x.get("first_decode") or {}) for x in d["configs"].values()):
+            fr = first.get("range", first) if isinstance(first, Mapping) else {}
+            row["first decode p50 ms"] = _ms(fr.get("p50")) if fr else ""
         if tms is not None:
             row[f"P(<= {tms:g} ms)"] = f"{target.get(name, float('nan')):.2f}"
         row["memory"] = ", ".join(f"{b} {m['total_bytes'] / 1e6:.0f} MB" + ("" if m.get("fits") in (True, None)
                                                                              else " OVER BUDGET")
                                   for b, m in mem.items())
         row["lowering"] = c.get("lowering", "")
+        if "correct" in c:  # the emulated device arithmetic (kzlab.analysis.emulate) beside the time
+            acc = c.get("accuracy") or {}
+            snr = acc.get("snr_db")
+            row["audio"] = ("right" if c["correct"] is True else "WRONG OUTPUT" if c["correct"] is False
+                            else "not known")
+            row["wav SNR dB"] = f"{snr:.1f}" if isinstance(snr, int | float) else (snr or "")
+            row["why"] = c.get("why", "") if c["correct"] is not True else ""
+            if c.get("variant_of"):
+                row["configuration"] = f"{name} (correct variant of {c['variant_of']})"
         rows.append(row)
     parts.append("<h3>Configurations (predicted total, paired draws)</h3>" + table(rows))
     needs = [{"configuration": name, f"P(<= {tms:g} ms)": f"{c['needs']['p_now']:.2f}",
@@ -112,9 +145,18 @@ def whatif_html(obj: Any, index: int = 1) -> str:
              for name, c in d["configs"].items() if tms is not None and c.get("needs")]
     if needs:
         parts.append("<h3>What reaching the target would take</h3>" + table(needs))
-    prs = [{"A": p["a"], "B": p["b"], "P(A faster than B)": f"{p['p_a_faster']:.2f}",
-            "ratio A/B p10": f"{p['ratio']['p10']:.2f}", "p50": f"{p['ratio']['p50']:.2f}",
-            "p90": f"{p['ratio']['p90']:.2f}"} for p in d["pairs"]]
+    prs = []
+    for p in d["pairs"]:
+        row = {"A": p["a"], "B": p["b"], "P(A faster than B)": f"{p['p_a_faster']:.2f}",
+               "ratio A/B p10": f"{p['ratio']['p10']:.2f}", "p50": f"{p['ratio']['p50']:.2f}",
+               "p90": f"{p['ratio']['p90']:.2f}"}
+        scope = p.get("scope")
+        if scope:
+            row["stages under the scheduler"] = (
+                f"same ({_stages(scope['a_stages'])})" if scope["kind"] == "same" else
+                f"DIFFERENT: {_stages(scope['a_stages'])} / {_stages(scope['b_stages'])}" if scope["kind"] ==
+                "different" else "against the CPU-only decode")
+        prs.append(row)
     parts.append("<h3>Pairs</h3>" + table(prs))
     if d["sensitivity"]:
         srows = [{"parameter": s["parameter"], "share of the variance": f"{s['share']:.2f}",
@@ -150,9 +192,13 @@ def calibration_html(cal: Mapping) -> str:
             "p50": _ms(r["p50"]), "p90": _ms(r["p90"])} for k, r in (cal.get("reproduced") or {}).items()]
     parts.append(table(rep))
     ident, prior = cal.get("identified") or [], cal.get("prior_only") or []
-    parts.append(f"<p>identified by the totals: <b>{html.escape(', '.join(ident) or 'none')}</b>; left at their "
-                 f"prior (the totals cannot tell them apart): {html.escape(', '.join(prior) or 'none')}</p>")
-    prm = [{"parameter": p["parameter"], "verdict": p["verdict"], "prior low": f"{p['low']:.4g}",
+    flagged = cal.get("flagged") or {}
+    flagged_text = ", ".join(f"{k} ({'/'.join(v)})" for k, v in flagged.items()) or "none"
+    parts.append(f"<p>identified by the totals: <b>{html.escape(', '.join(ident) or 'none')}</b>; flagged (moved "
+                 f"where they cannot be taken at face value: neither identified nor at their prior): "
+                 f"<b>{html.escape(flagged_text)}</b>; left at their prior (the totals cannot tell them apart): "
+                 f"{html.escape(', '.join(prior) or 'none')}</p>")
+    prm = [{"parameter": p["parameter"], "verdict": p.get("status", p["verdict"]), "prior low": f"{p['low']:.4g}",
             "prior high": f"{p['high']:.4g}", "posterior p10": f"{p['p10']:.4g}", "p50": f"{p['p50']:.4g}",
             "p90": f"{p['p90']:.4g}", "spread x": f"{p['shrink']:.2f}"} for p in cal.get("parameters") or []]
     if prm:

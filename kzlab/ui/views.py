@@ -16,6 +16,7 @@ from kzlab import plots
 from kzlab.audio import snr_db, snr_text, wav_bytes, wav_length
 from kzlab.report.render import (
     accuracy_html,
+    defects_html,
     paired_ab,
     paired_ab_html,
     placement_diff_html,
@@ -105,6 +106,8 @@ def placement_view(rec) -> View:
     v.rows = convs
     v.html.append(f"<p>{len(splits)} splits, {copied / 1e6:.2f} MB copied between backends; nodes: "
                   + ", ".join(f"{k} {n}" for k, n in by.items()) + "</p>")
+    v.html.append(defects_html(pl))
+    v.data["defect_nodes"] = sum(d["n_nodes"] for d in (plots.field(pl, "defects") or []))
     if plots.field(pl, "predicted") is not None:  # the "predicted time and memory" view
         v.html.append(prediction_html(pl))
         v.data["predicted_ms"] = pl.predicted.total_ms  # the p50 of the draws

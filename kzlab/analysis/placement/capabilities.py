@@ -10,6 +10,8 @@ rules.py), and whether it has an offload_op hook.
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,6 +20,7 @@ from typing import Any
 
 from ggml import ggml as g
 
+from kzlab.analysis.placement import defects as defect_rules
 from kzlab.analysis.placement.rules import PATHS, RULES, Env, check, path_of
 from kzlab.errors import InvalidOptionError
 
@@ -59,6 +62,10 @@ class Capabilities:
     options: dict[str, Any] = field(default_factory=dict)
     #: what-if changes made to the profile as read (`+SIN`, `-CONCAT`, `hmx=false`), in the order given
     changes: list[str] = field(default_factory=list)
+    #: known defects (`[[defects]]`, kzlab.analysis.placement.defects): kernel paths that compute wrong values
+    defects: list[dict] = field(default_factory=list)
+    #: the device arithmetic's release (`kzlab.analysis.emulate`): which ggml kernels a node placed here computes as
+    arith: str = ""
 
     @property
     def label(self) -> str:
@@ -75,6 +82,10 @@ class Capabilities:
             return ""
         return path_of(self.paths[desc], t, _OptionsEnv(env, self))
 
+    def defect(self, t, path: str) -> tuple[dict, str] | None:
+        """The known defect (its table, the reason) a node this backend runs on kernel path `path` hits, if any."""
+        return defect_rules.defect_of(self.defects, t, path)
+
     def refusal(self, t, env: Env) -> tuple[str, str] | None:
         """None when supports_op would return true, else (rule, reason)."""
         desc = g.ggml_op_desc(t).decode()
@@ -89,7 +100,9 @@ class Capabilities:
         return "not-listed", f"{desc} is not in {self.backend}'s supports_op"
 
     def offloads(self, t) -> bool:
-        """The backend's offload_op (CUDA: batch size >= GGML_OP_OFFLOAD_MIN_BATCH)."""
+        """The backend's offload_op: ggml_backend_cuda_device_offload_op (ggml-cuda.cu eced84c8 lines 5479-5483),
+        the op's batch size (get_op_batch_size, lines 5464-5477) >= `offload_min_batch`, which the backend reads
+        from GGML_OP_OFFLOAD_MIN_BATCH when it registers (line 5659; see `offload_min_batch_from_env`)."""
         if not self.offload_op:
             return False
         op = int(t.contents.op)
@@ -146,6 +159,9 @@ KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
     "paths": ((dict,), False),
     "options": ((dict,), False),
     "perf_base": ((str,), False),
+    "offload_min_batch_env": ((str,), False),
+    "defects": ((list,), False),
+    "arith": ((str,), False),
 }
 BUFFER_KEYS = {"kind": str, "host": bool}
 
@@ -273,6 +289,7 @@ def validate(d: dict, origin: str) -> None:
         if not rest and key != "default" and key not in known and key not in OP_CLASSES:
             raise InvalidOptionError(f"capability profile {origin}: gflops.{key}: neither an op of this ggml nor an "
                                      f"op class ({', '.join(OP_CLASSES)})")
+    defect_rules.validate(d.get("defects", []), origin, known)
     for op, items in d.get("ops", {}).items():
         if op not in known:
             raise InvalidOptionError(f"capability profile {origin}: ops.{op}: not an op name of this ggml")
@@ -324,8 +341,29 @@ def load(name_or_path: str | Path) -> Capabilities:
         d.setdefault("source", origin)
     d["path"] = origin
     d.pop("perf_base", None)
+    offload_min_batch_from_env(d)
     buf = d.pop("buffer")
     return Capabilities(buffer=BufferType(buf["kind"], buf["kind"], bool(buf["host"])), **d)
+
+
+def c_atoi(text: str) -> int:
+    """C's atoi as glibc computes it: leading white space, an optional sign and the digits after it (0 when there
+    are none, the rest ignored), through strtol (saturating at 64 bits) cast to a 32-bit int."""
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
+    v = max(-(2**63), min(2**63 - 1, int(m.group(1)))) if m else 0
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def offload_min_batch_from_env(d: dict) -> None:
+    """A profile's `offload_min_batch_env` (popped from `d`): the environment variable its backend reads its
+    offload threshold from when it registers, as `getenv(NAME) ? atoi(getenv(NAME)) : 32` (ggml-cuda.cu eced84c8
+    line 5659; CANN, SYCL, Vulkan and Metal read GGML_OP_OFFLOAD_MIN_BATCH alike). Set (even to ""), it replaces
+    `offload_min_batch` as atoi reads it, and the profile's label says so: the placement is not the profile's own."""
+    name = d.pop("offload_min_batch_env", None)
+    if name is None or name not in os.environ:
+        return
+    d["offload_min_batch"] = c_atoi(os.environ[name])
+    d["changes"] = [*d.get("changes", []), f"offload_min_batch={d['offload_min_batch']} from {name}"]
 
 
 def _option_value(name: str, text: Any, old: Any, origin: str) -> Any:

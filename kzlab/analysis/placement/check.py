@@ -59,7 +59,11 @@ def real_backend(sched, t) -> int:
 
 
 def _profile_for(name: str) -> str:
-    return "rpc" if name.startswith("rpc://") else name
+    """The capability profile of a backend kzlab names: an RPC server's, a CUDA device's (cuda0, cuda1...), or its
+    own name (cpu, blas)."""
+    if name.startswith("rpc://"):
+        return "rpc"
+    return "cuda" if name.lower().startswith("cuda") else name
 
 
 SPLIT_RX = re.compile(r"## SPLIT #(\d+): (\S+) # (\d+) inputs(?:: )?(.*)")

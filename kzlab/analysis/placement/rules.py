@@ -507,8 +507,37 @@ def path_of(item: list, t, env: Env) -> str:
 
 
 # ---- CUDA (ggml-cuda.cu ggml_backend_cuda_device_supports_op, the parts the decoder uses) --------------------
+# Transcribed from ggml-org/ggml eced84c8 (v0.15.3, the ggml ggml-python 0.0.45 vendors) src/ggml-cuda/ggml-cuda.cu,
+# supports_op at lines 5054-5456. Its first two loops (lines 5057-5074: no split buffer but for MUL_MAT, every
+# source on this device) never refuse a one-GPU placement, so they have no rule. A rule that only asks for a
+# contiguous operand (the unary ops, GROUP_NORM) is the generic `contiguous_src0` below.
+def _types(*names: str) -> frozenset[int]:
+    """ggml type ids by name; a name this ggml lacks is left out (the source's switch cannot meet it either)."""
+    return frozenset(getattr(g, f"GGML_TYPE_{n}") for n in names if hasattr(g, f"GGML_TYPE_{n}"))
+
+
+#: MUL_MAT / MUL_MAT_ID: the src0 types of the switch at lines 5156-5186
+CUDA_MUL_MAT_SRC0 = _types(
+    *"F32 F16 Q1_0 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 NVFP4 Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K IQ1_M IQ1_S IQ2_S IQ2_XS".split(),
+    *"IQ2_XXS IQ3_S IQ3_XXS IQ4_NL IQ4_XS BF16".split(),
+)
+#: GET_ROWS: the table (src0) types of lines 5192-5206
+CUDA_GET_ROWS_SRC0 = _types(*"F16 F32 BF16 I32 Q1_0 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0".split())
+#: CPY: the (src0, src1) type pairs of lines 5236-5277 besides any two float types and a same-type contiguous copy
+_CPY_PAIRS = (
+    "F32>Q8_0 Q8_0>F32 F32>Q4_0 Q4_0>F32 F32>Q4_1 Q4_1>F32 F32>Q5_0 Q5_0>F32 F32>Q5_1 Q5_1>F32 F32>IQ4_NL "
+    "F32>I32 I32>F32 I32>I32"
+)
+CUDA_CPY_PAIRS = frozenset(
+    (getattr(g, f"GGML_TYPE_{a}"), getattr(g, f"GGML_TYPE_{b}")) for a, b in (p.split(">") for p in _CPY_PAIRS.split())
+)
+CUDA_FLOATS = frozenset({F32, F16, BF16})
+
+
 @rule("cuda_types_f32_f16")
 def cuda_types_f32_f16(t, env: Env, arg) -> str | None:
+    """ADD, SUB, MUL, DIV (lines 5356-5362): both operands and the result F32 or F16; broadcasting and strides
+    are the kernels' business, so no layout condition."""
     s0, s1 = src(t, 0), src(t, 1)
     ok = s0.contents.type in (F32, F16) and s1.contents.type in (F32, F16) and t.contents.type in (F32, F16)
     return None if ok else "binary op needs F32/F16 operands"
@@ -516,21 +545,26 @@ def cuda_types_f32_f16(t, env: Env, arg) -> str | None:
 
 @rule("cuda_mul_mat")
 def cuda_mul_mat(t, env: Env, arg) -> str | None:
+    """MUL_MAT (lines 5121-5187): an F16 src1 only with an F16 src0 (line 5140), then src0's type from the list at
+    lines 5156-5186. The split-buffer branch (lines 5126-5139) needs a multi-GPU split buffer and the MUSA one
+    (lines 5143-5155) a Moore Threads GPU: neither is a placement kzlab simulates."""
     a, b = src(t, 0), src(t, 1)
     if b.contents.type == F16 and a.contents.type != F16:
-        return "F16 src1 with non-F16 src0"
-    ok = {F32, F16, BF16, g.GGML_TYPE_Q8_0, g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q4_1, g.GGML_TYPE_Q5_0, g.GGML_TYPE_Q5_1}
-    return None if a.contents.type in ok else f"src0 {tname(a.contents.type)}"
+        return f"F16 src1 with a {tname(a.contents.type)} src0 (an F16 src1 needs an F16 src0)"
+    return None if a.contents.type in CUDA_MUL_MAT_SRC0 else f"src0 {tname(a.contents.type)} not in the type list"
 
 
 @rule("cuda_conv_transpose_1d")
 def cuda_conv_transpose_1d(t, env: Env, arg) -> str | None:
+    """CONV_TRANSPOSE_1D (lines 5314-5322): an F32 kernel and an F32 input only (ggml-cuda has no F16 kernel for
+    it, so a conv-transpose with F16 weights stays on the CPU)."""
     ok = src(t, 0).contents.type == F32 and src(t, 1).contents.type == F32
     return None if ok else "CONV_TRANSPOSE_1D needs F32 kernel and input"
 
 
 @rule("cuda_col2im_1d")
 def cuda_col2im_1d(t, env: Env, arg) -> str | None:
+    """COL2IM_1D (lines 5323-5330): a contiguous F32/F16/BF16 src0, a contiguous result of the same type."""
     s0 = src(t, 0)
     ok = (
         s0.contents.type in (F32, F16, BF16)
@@ -543,16 +577,21 @@ def cuda_col2im_1d(t, env: Env, arg) -> str | None:
 
 @rule("contiguous_src0")
 def contiguous_src0(t, env: Env, arg) -> str | None:
+    """ggml_is_contiguous(src0): ggml-cuda's unary ops (lines 5078-5103, every unary op of this ggml) and
+    SUM_ROWS / MEAN / GROUP_NORM (lines 5418-5421). A GroupNorm of a view the scheduler cannot copy stays on the
+    CPU; kzlab's own GroupNorm reads a contiguous tensor."""
     return None if g.ggml_is_contiguous(src(t, 0)) else "src0 not contiguous"
 
 
 @rule("contiguous_rows_src0")
 def contiguous_rows_src0(t, env: Env, arg) -> str | None:
+    """ggml_is_contiguous_rows(src0): NORM, RMS_NORM, L2_NORM (lines 5334-5337)."""
     return None if g.ggml_is_contiguous_rows(src(t, 0)) else "src0 rows not contiguous"
 
 
 @rule("cuda_rope")
 def cuda_rope(t, env: Env, arg) -> str | None:
+    """ROPE (lines 5394-5397): src0's elements packed (nb[0] = the type's size) and contiguous past dim 2."""
     s0 = src(t, 0)
     ok = int(s0.contents.nb[0]) == g.ggml_type_size(s0.contents.type) and g.ggml_is_contiguous_2(s0)
     return None if ok else "src0 layout"
@@ -560,30 +599,93 @@ def cuda_rope(t, env: Env, arg) -> str | None:
 
 @rule("cuda_concat")
 def cuda_concat(t, env: Env, arg) -> str | None:
+    """CONCAT (lines 5301-5313): one type for both operands and the result, not quantized, one element a block,
+    of 1, 2, 4 or 8 bytes."""
     a, b = src(t, 0).contents.type, src(t, 1).contents.type
-    ok = a == b == t.contents.type and not g.ggml_is_quantized(a) and g.ggml_type_size(a) in (1, 2, 4, 8)
+    ok = (
+        a == b == t.contents.type
+        and not g.ggml_is_quantized(a)
+        and g.ggml_blck_size(a) == 1
+        and g.ggml_type_size(a) in (1, 2, 4, 8)
+    )
     return None if ok else "CONCAT types differ"
 
 
 @rule("cuda_repeat")
 def cuda_repeat(t, env: Env, arg) -> str | None:
+    """REPEAT (lines 5293-5298): an F32 or F16 src0 (the only types its kernel implements)."""
     return None if src(t, 0).contents.type in (F32, F16) else "REPEAT F32/F16 only"
 
 
 @rule("cuda_get_rows")
 def cuda_get_rows(t, env: Env, arg) -> str | None:
-    ok = {F32, F16, BF16, I32, g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q4_1, g.GGML_TYPE_Q5_0, g.GGML_TYPE_Q5_1, g.GGML_TYPE_Q8_0}
-    return None if src(t, 0).contents.type in ok else "table type"
+    """GET_ROWS (lines 5190-5207): the table's (src0) type from the list at lines 5192-5206."""
+    return None if src(t, 0).contents.type in CUDA_GET_ROWS_SRC0 else "table type"
 
 
 @rule("cuda_cpy")
 def cuda_cpy(t, env: Env, arg) -> str | None:
-    a, b = src(t, 0).contents.type, t.contents.type
-    if a in (F32, F16, BF16) and b in (F32, F16, BF16):
+    """CPY (lines 5227-5282): src0 into src1 (the destination tensor the result views) for any two of F32, F16,
+    BF16, the quantize / dequantize and integer pairs listed, or one type between two contiguous tensors."""
+    s0, s1 = src(t, 0), src(t, 1)
+    a, b = s0.contents.type, s1.contents.type
+    if (a in CUDA_FLOATS and b in CUDA_FLOATS) or (a, b) in CUDA_CPY_PAIRS:
         return None
-    if a == b and g.ggml_is_contiguous(src(t, 0)) and g.ggml_is_contiguous(t):
+    if a == b and g.ggml_is_contiguous(s0) and g.ggml_is_contiguous(s1):
         return None
     return "type pair"
+
+
+@rule("cuda_acc")
+def cuda_acc(t, env: Env, arg) -> str | None:
+    """ACC (lines 5405-5408): both operands contiguous (the source notes rows would do, as a TODO). kzlab's
+    ktap-acc adds each tap's product, a fresh contiguous tensor, into another: accepted."""
+    for i in (0, 1):
+        if not g.ggml_is_contiguous(src(t, i)):
+            return f"src{i} not contiguous"
+    return None
+
+
+@rule("cuda_ssm_conv")
+def cuda_ssm_conv(t, env: Env, arg) -> str | None:
+    """SSM_CONV (lines 5374-5377): src0's ne[1] (the channels) a multiple of 128, the kernel's threads per block.
+    WavTokenizer's one-frame depthwise conv is an SSM_CONV over its channels: 768 at full size (accepted), 64 in
+    the tiny test file (refused)."""
+    n = int(src(t, 0).contents.ne[1])
+    return None if n % 128 == 0 else f"src0 ne[1] = {n}, not a multiple of 128"
+
+
+@rule("cuda_set")
+def cuda_set(t, env: Env, arg) -> str | None:
+    """SET (lines 5220-5225): the result F32 or I32, and both operands of its type (kzlab's CPU join writes F32
+    parts into an F32 output)."""
+    ty = t.contents.type
+    ok = ty in (F32, I32) and src(t, 0).contents.type == ty and src(t, 1).contents.type == ty
+    return None if ok else "SET needs F32 or I32 operands of the result's type"
+
+
+def cuda_conv2d_dw_kernel_layout(t) -> str | None:
+    """Why ggml-cuda's CONV_2D_DW kernel would abort on this node or misread its weights, None when it runs right.
+
+    supports_op accepts every CONV_2D_DW (line 5401), but ggml_cuda_op_conv2d_dw (ggml-cuda/conv2d-dw.cu eced84c8
+    lines 119-161) asserts F32 kernel, input and result (line 123), then runs its WHCN kernel on a contiguous input
+    and its CWHN kernel on a channels-contiguous one (lines 150-157) and aborts on any other layout (line 159). Either
+    kernel reads the weights by its own index, whatever their strides: WHCN as [C][KH][KW] (lines 40-42), CWHN
+    channels innermost, [KH][KW][C] (lines 60-62). Not a supports_op rule (the scheduler places such a node on CUDA
+    all the same): a check that the graphs kzlab builds (a channels-contiguous input, its [C, K] weight viewed
+    channels innermost) run as the CPU computes them."""
+    k, x = src(t, 0), src(t, 1)
+    if not all(int(v.contents.type) == F32 for v in (k, x, t)):
+        return "kernel, input and result must be F32 (conv2d-dw.cu line 123)"
+    ts, kne, knb = g.ggml_type_size(F32), ne(k), [int(k.contents.nb[i]) for i in range(4)]
+    if g.ggml_is_contiguous(x):
+        return None if g.ggml_is_contiguous(k) else "WHCN kernel reads non-contiguous weights as contiguous"
+    if not g.ggml_is_contiguous_channels(x):
+        return "input neither contiguous nor channels-contiguous (conv2d-dw.cu line 159 aborts)"
+    # channels innermost: [KW, KH, 1, C] with C packed, then KW, then KH
+    if knb[3] != ts or knb[0] != ts * kne[3] or (kne[1] > 1 and knb[1] != ts * kne[3] * kne[0]):
+        return "CWHN kernel reads the weights channels innermost; these are not"
+    return None
 
 
 def check(names: list, t, env: Env) -> tuple[str, str] | None:

@@ -19,6 +19,7 @@ from ggml import ggml as g
 from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
 from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.capabilities import BufferType, Capabilities
+from kzlab.analysis.placement.defects import summarize as summarize_defects
 from kzlab.analysis.placement.graph import build, stage_of_nodes
 from kzlab.analysis.placement.rules import addr
 from kzlab.analysis.placement.sched import Buffer, Result, SimBackend, Simulator
@@ -66,6 +67,9 @@ class NodePlacement:
     bytes: int = 0
     #: the kernel path the node takes on its backend where the profile names one (a product's "hmx" or "hvx")
     path: str = ""
+    #: the known defect of that path the node hits (its id in the profile's `[[defects]]`, "" for none), and why
+    defect: str = ""
+    defect_reason: str = ""
 
 
 @dataclass
@@ -112,6 +116,13 @@ class Placement:
     #: the time model's answer (`simulate(..., predict=...)`), and each backend's memory against its budget
     predicted: Any = None
     memory: dict[str, Any] | None = None
+    #: the profile's known defects that nodes of this placement hit (`defects.summarize`: each with its nodes)
+    defects: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def defect_nodes(self) -> int:
+        """How many nodes run on a kernel path that computes wrong values."""
+        return sum(d["n_nodes"] for d in self.defects)
 
     @property
     def n_splits(self) -> int:
@@ -129,6 +140,7 @@ class Placement:
             "n_copies": self.n_copies,
             "stages": self.stages,
             "convs": [asdict(c) for c in self.convs],
+            "defects": self.defects,
             **({"predicted": self.predicted.to_dict()} if self.predicted is not None else {}),
             **({"memory": {k: m.to_dict() for k, m in self.memory.items()}} if self.memory is not None else {}),
         }
@@ -172,7 +184,18 @@ class Placement:
             lines.append(f"  {r['stage']:<16}{by:<20}{r['splits']:>4} splits {r['input_bytes'] / 1e6:>9.2f} MB")
         per_node = ", ".join(f"{k} {v}" for k, v in self.by_backend().items())
         lines.append(f"nodes per backend (views excluded): {per_node}")
+        lines += self.defect_lines()
         return "\n".join(lines)
+
+    def defect_lines(self) -> list[str]:
+        """The known defects this placement hits, each with its nodes per stage, source and fix ([] for none)."""
+        out = []
+        for d in self.defects:
+            per = ", ".join(f"{k} {v}" for k, v in d["by_stage"].items())
+            out += [f"WRONG OUTPUT: {d['n_nodes']} node(s) ({d['gflop']:.1f} GFLOP) on a defective path: {d['title']} "
+                    f"[{d['id']}]; per stage: {per}",
+                    f"  source: {d['source']}", f"  holds for: {d['versions']}", f"  fix: {d['fix']}"]
+        return out
 
 
 # ---- backend sets -------------------------------------------------------------------------------------------
@@ -235,12 +258,15 @@ def describe(res: Result, sim: Simulator, layers) -> tuple[list[NodePlacement], 
         op = g.ggml_op_desc(t.ptr).decode()
         out = _info(t.ptr)
         srcs = [_info(sp) for sp in t.srcs]
-        kernel = res.backends[b].profile.kernel_path(t.ptr, sim) if b != len(bname) - 1 else ""
+        prof = res.backends[b].profile
+        kernel = prof.kernel_path(t.ptr, sim) if b != len(bname) - 1 else ""
+        hit = prof.defect(t.ptr, kernel) if b != len(bname) - 1 else None
         nodes.append(
             NodePlacement(
                 t.name, op, paths[i], stages[i], bname[b], reason, cause, refused,
                 ne=out.ne, type=out.type, src_ne=[x.ne for x in srcs], src_types=[x.type for x in srcs],
                 flops=op_flops(op, out, srcs), bytes=op_bytes(op, out, srcs), path=kernel,
+                defect=hit[0]["id"] if hit else "", defect_reason=hit[1] if hit else "",
             )
         )
     splits = [
@@ -263,9 +289,11 @@ def stage_totals(nodes: list[NodePlacement], splits: list[SplitInfo]) -> list[di
     order: dict[str, dict[str, Any]] = {}
     for n in nodes:
         row = order.setdefault(
-            n.stage, {"stage": n.stage, "nodes": 0, "by_backend": Counter(), "splits": 0, "input_bytes": 0}
+            n.stage, {"stage": n.stage, "nodes": 0, "by_backend": Counter(), "splits": 0, "input_bytes": 0,
+                      "defect_nodes": 0}
         )
         row["nodes"] += 1
+        row["defect_nodes"] += bool(n.defect)
         if n.op not in ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"):
             row["by_backend"][n.backend] += 1
     for s in splits:
@@ -409,6 +437,7 @@ def simulate(
             "profile_source": backends[0].profile.source,
             "profile_changes": list(backends[0].profile.changes),
             "profile_options": dict(backends[0].profile.options),
+            "arith": backends[0].profile.arith,
             "sched_stages": sched_stages,
             "backends": [b.name for b in backends],
             "frames": frames,
@@ -421,7 +450,8 @@ def simulate(
             "op_offload": op_offload,
         }
         pl = Placement(
-            cfg, nodes, splits, sum(res.copies.values()), len(res.copies), stage_totals(nodes, splits), convs
+            cfg, nodes, splits, sum(res.copies.values()), len(res.copies), stage_totals(nodes, splits), convs,
+            defects=summarize_defects(backends[0].profile.defects, nodes),
         )
         if options is not None:
             pl.predicted, pl.memory = predict_placement(

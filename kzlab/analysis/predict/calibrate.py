@@ -3,9 +3,10 @@
 The user measures whole decodes on the device (e.g. CPU-only 3340 ms, CPU + HTP with ggml-hexagon v0.15.2
 3950 ms). The CPU-only total fixes the CPU's scale (the device's CPU against this machine's, through a CPU
 profile of the same graph); each device total then fixes one parameter of the device's backend (by default
-its per-split cost `sync_us`, the term that grows with the number of splits; `copy_gbs` or `gflops` on
-request). The result is a capability profile (the device's, with a `[perf]` table whose every value says
-where it comes from) that reproduces the measured totals, and the CPU scale to predict with.
+its per-split cost `sync_us`, the term that grows with the number of splits; `copy_gbs`, `gflops` or, for a
+device that flushes its whole cache per large tensor, `l2flush_us` on request). The result is a capability
+profile (the device's, with a `[perf]` table whose every value says where it comes from) that reproduces the
+measured totals, and the CPU scale to predict with.
 
 This is a point fit of one parameter, every other one at its stated value; a fitted value outside the
 parameter's plausible range is flagged (`Calibration.flags`), never accepted silently. The joint fit of all the
@@ -23,9 +24,11 @@ from typing import Any
 from kzlab.analysis.predict.parameters import UNITS, Parameter
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
-FITTABLE = ("sync_us", "copy_gbs", "gflops", "cpu_relative")
+FITTABLE = ("sync_us", "copy_gbs", "gflops", "cpu_relative", "l2flush_us")
 #: the fitted values the totals are linear in (a least-squares solve from two evaluations), with those two points
-LINEAR = {"sync_us": (0.0, 1000.0), "cpu_relative": (1.0, 2.0)}
+LINEAR = {"sync_us": (0.0, 1000.0), "cpu_relative": (1.0, 2.0), "l2flush_us": (1.0, 100.0)}
+#: the linear values that must stay > 0 (a factor, a cost per flush), and what a device without them lacks
+POSITIVE_FIT = {"cpu_relative": "no node priced from the CPU profile", "l2flush_us": "no whole-cache flush"}
 CPU_KEYS = ("cpu", "cpu-only")
 
 
@@ -173,11 +176,11 @@ def calibrate(
         slopes = [(b - a) / (x1 - x0) for a, b in zip(t0, t1, strict=True)]
         denom = sum(k * k for k in slopes)
         if denom == 0:
-            what = "no split on the device" if fit == "sync_us" else "no node priced from the CPU profile"
+            what = POSITIVE_FIT.get(fit, "no split on the device")
             raise InvalidInputError(f"the device configurations have {what}: {fit} cannot be fitted")
         value = x0 + sum(k * (m - a) for k, m, a in zip(slopes, target, t0, strict=True)) / denom
-        if value <= 0 and fit == "cpu_relative":
-            notes.append(f"even with the device's nodes free the model predicts more than measured; {fit} stays at "
+        if value <= 0 and fit in POSITIVE_FIT:
+            notes.append(f"even with {fit} at nothing the model predicts more than measured; {fit} stays at "
                          "1e-3 and the other terms (splits, copies) decide")
             value = 1e-3
         elif value < 0:

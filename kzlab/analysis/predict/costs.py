@@ -15,7 +15,12 @@ them apart (a calibration fits them jointly):
 - other device nodes: a roofline max(FLOPs / rate(op, type), bytes / bandwidth) + a per-node dispatch (`launch_us`),
   or a measured op time x its spread;
 - splits: a per-split round trip (`sync_us`), input copies into a buffer that is not host-visible
-  (`copy_gbs`), and cache maintenance of the bytes that cross a shared, non-coherent buffer (`cache_gbs`);
+  (`copy_gbs`), and cache maintenance of a shared, non-coherent buffer: per op as the device's source does it (a
+  flush of the whole data cache, `l2flush_us`, for each tensor above its threshold and per batch where the source
+  flushes per batch; a clean and invalidate by address, `cache_gbs`, over the bytes of the smaller ones), or, for a
+  device whose profile states no scheme, by address over the bytes crossing;
+- first use: the buffers a device maps on their first use (`map_us` each), a cost of the first decode only: kept
+  out of the total (a warm decode's) and evaluated as `first`, the first decode's addition;
 - contention: after a split on a backend whose workers share the CPU's cores and keep spinning (OpenBLAS), the
   next CPU split runs slower by `contention` for at most `spin_ms`: contention x min(its scaled time, spin_ms).
 """
@@ -31,6 +36,10 @@ import numpy as np
 from kzlab.analysis.predict.draws import Draws
 
 BATCH = 4096  # draws evaluated at once: bounds the (draws x nodes) matrices
+#: fixed terms priced per count (their parameter in us a count); the others are bytes over a GB/s
+COUNTED = ("sync", "flush", "first")
+#: the output a fixed term adds to, where it is not its own kind: a whole-cache flush is cache maintenance
+SUMMED_AS = {"flush": "cache"}
 
 
 @dataclass
@@ -166,7 +175,9 @@ class CostModel:
     rel_p: list[str] = field(default_factory=list)
     rel_stage: list[int] = field(default_factory=list)
     rel_backend: list[int] = field(default_factory=list)
-    # splits: (kind, amount, parameter, stage): kind sync (amount 1), copy or cache (amount bytes)
+    # fixed terms: (kind, amount, parameter, stage): sync (amount: splits), copy or cache (amount: bytes), flush
+    # (amount: whole-cache flushes, priced with cache maintenance); first (amount: buffers mapped on first use, the
+    # first decode's addition, not in the total)
     split_terms: list[tuple[str, float, str, int]] = field(default_factory=list)
     # contention: (the next CPU split's profiled ms, its stage, its backend, contention parameter, spin parameter)
     contention_terms: list[tuple[float, int, int, str, str]] = field(default_factory=list)
@@ -192,8 +203,8 @@ class CostModel:
 
     # ---- evaluation ---------------------------------------------------------------------------------------------
     def evaluate(self, draws: Draws, parts: bool = True) -> dict[str, np.ndarray]:
-        """Times in ms for every draw: `total` (D,), and with `parts` `by_stage` (D, S), `by_backend` (D, B),
-        `copy`, `sync`, `cache` (D,)."""
+        """Times in ms for every draw: `total` (D,), a warm decode's, and with `parts` `by_stage` (D, S),
+        `by_backend` (D, B), `copy`, `sync`, `cache` and `first` (D,): what a first decode adds to the total."""
         c = self._compiled()
         col = {n: i for i, n in enumerate(draws.names)}
         outs = [self._evaluate(c, draws.theta[i:i + BATCH], col, parts) for i in range(0, len(draws), BATCH)]
@@ -238,13 +249,14 @@ class CostModel:
         for name, rows, mm, libm in c.rel:  # device nodes at the host CPU's time x the backend's factor
             f = (theta[:, col[name]] * s)[:, None] * cpu_node_factors(mm, libm, k, j)
             add(f * rows.values[0][None, :], rows)
-        out = {"sync": np.zeros(d), "copy": np.zeros(d), "cache": np.zeros(d)}
-        for (kind, name), amounts in c.splits:  # per stage: splits (sync) or bytes (copy, cache)
+        out = {"sync": np.zeros(d), "copy": np.zeros(d), "cache": np.zeros(d), "first": np.zeros(d)}
+        for (kind, name), amounts in c.splits:  # per stage: counts (sync, flush, first: us each) or bytes (GB/s)
             v = theta[:, col[name]]
-            per = v / 1e3 if kind == "sync" else 1e-6 / v  # ms per split, or ms per byte
+            per = v / 1e3 if kind in COUNTED else 1e-6 / v  # ms per count, or ms per byte
             t = per[:, None] * amounts[None, :]
-            out[kind] += t.sum(axis=1)
-            by_stage[:] += t
+            out[SUMMED_AS.get(kind, kind)] += t.sum(axis=1)
+            if kind != "first":  # a warm decode's stages; the first decode's mappings stay apart
+                by_stage[:] += t
         total = (by_backend.sum(axis=1) if parts else nodes) + out["sync"] + out["copy"] + out["cache"]
         if not parts:
             return {"total": total}
@@ -252,7 +264,7 @@ class CostModel:
 
     def to_dict(self) -> dict[str, Any]:
         """How many rows each term prices (for a reader of the JSON; the arrays stay in memory)."""
-        kinds = {k: sum(1 for t in self.split_terms if t[0] == k) for k in ("sync", "copy", "cache")}
+        kinds = {k: sum(1 for t in self.split_terms if t[0] == k) for k in ("sync", "copy", "cache", "flush", "first")}
         return {"cpu_nodes": len(self.cpu_ms), "roofline_nodes": len(self.roof_flops),
                 "measured_nodes": len(self.meas_ms), "cpu_relative_nodes": len(self.rel_ms), "split_terms": kinds,
                 "cpu_mode": self.cpu.mode,

@@ -9,6 +9,16 @@ estimated by binning the draws on that parameter's quantiles), and for each the 
 
 `paired_decision` does this for predicted placements made apart (the Workbench's A/B): their own draws are left
 as they are; the parameters both rest on are drawn once and both cost models are priced on those draws.
+
+A probability is only as good as the draws behind it: when a calibration flagged a parameter (it contradicts
+what has been measured in public, or the totals push it against a bound) and the decision's spread rests on it
+(it explains the most, or at least UNSETTLING_SHARE, of the decision's variance), the decision is not settled
+whatever P says, and the record names the parameters (`unsettled_by`).
+
+Configurations may put different stages under the device's scheduler (`sched_stages`, one of them the whole
+graph): their totals are still whole decodes, but a pair of them then differs in two things at once, the change
+and the scope. Every pair says its scope (`scope`: same, different or against the CPU-only decode, with each
+side's stages), and the notes say which pairs cross scopes.
 """
 
 from __future__ import annotations
@@ -25,6 +35,15 @@ from kzlab.errors import InvalidInputError
 
 BINS = 20
 SETTLED = 0.1  # a decision is settled when P(A faster) is below this or above 1 - this
+#: a flagged parameter explaining at least this share of the decision's variance keeps it open
+UNSETTLING_SHARE = 0.05
+#: the flags that make a parameter's draws untrustworthy for a decision
+UNSETTLING_FLAGS = ("contradicts_public", "at_bound")
+#: what a configuration without a device scheduler is (the CPU-only decode)
+CPU_ONLY = "none (the CPU-only decode)"
+ALL_STAGES = "all"
+#: how the note of a decision kept open by a flagged parameter begins
+OPEN_NOTE = "not settled whatever P says:"
 
 
 @dataclass
@@ -43,6 +62,15 @@ class Decision:
     kind: str
     calibration: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+
+    def settle_against(self, flags: Any) -> None:
+        """Judge `decision["settled"]` again against a calibration's flags (`apply_flags`): open, with the reason
+        in the notes, when its spread rests on a flagged parameter."""
+        apply_flags(self.decision, self.sensitivity, flags)
+        self.notes = [n for n in self.notes if not n.startswith(OPEN_NOTE)]
+        if self.decision.get("unsettled_by"):
+            self.notes.append(f"{OPEN_NOTE} {self.decision['a']} before {self.decision['b']}: "
+                              f"{self.decision['why_open']}")
 
     def to_dict(self) -> dict[str, Any]:
         d = {"configs": self.configs, "pairs": self.pairs, "target": self.target, "target_ms": self.target_ms,
@@ -94,32 +122,121 @@ def known_spread(y: np.ndarray, x: np.ndarray) -> tuple[float, float]:
     return float(np.mean(widths)), float(np.mean(settled))
 
 
+def flagged_parameters(flags: Any) -> dict[str, list[str]]:
+    """Parameter -> kinds from a calibration's flags (a list of flag dicts, or a mapping name -> kind(s)), keeping
+    the kinds that make its draws untrustworthy (UNSETTLING_FLAGS)."""
+    out: dict[str, list[str]] = {}
+    if not flags:
+        return out
+    if isinstance(flags, Mapping):
+        items = [(k, [v] if isinstance(v, str) else list(v)) for k, v in flags.items()]
+    else:
+        items = [(f.get("parameter"), [f.get("kind")]) for f in flags if isinstance(f, Mapping)]
+    for name, kinds in items:
+        keep = [k for k in kinds if k in UNSETTLING_FLAGS]
+        if name and keep:
+            out.setdefault(name, [])
+            out[name] += [k for k in keep if k not in out[name]]
+    return out
+
+
+def apply_flags(decision: dict[str, Any], sensitivity: list[dict[str, Any]], flags: Any) -> dict[str, Any]:
+    """Keep `decision` open where its spread rests on a flagged parameter: the top of `sensitivity`, or any with a
+    share of at least UNSETTLING_SHARE. Sets `settled` False with `unsettled_by` (parameter, kinds, share) and
+    `why_open`, and keeps what P alone said as `settled_by_p`; returns the decision."""
+    if not decision:
+        return decision
+    flagged = flagged_parameters(flags)
+    decision.setdefault("settled_by_p", bool(decision.get("settled")))
+    rests = [s for i, s in enumerate(sensitivity)
+             if s["parameter"] in flagged and (i == 0 or s["share"] >= UNSETTLING_SHARE)]
+    if not rests:
+        decision["unsettled_by"] = []
+        decision["settled"] = decision["settled_by_p"]
+        decision.pop("why_open", None)
+        return decision
+    decision["settled"] = False
+    decision["unsettled_by"] = [{"parameter": s["parameter"], "kinds": flagged[s["parameter"]],
+                                 "share": s["share"]} for s in rests]
+    decision["why_open"] = (
+        "its spread rests on " + ", ".join(f"{s['parameter']} ({s['share']:.2f} of the variance; flagged "
+                                           f"{'/'.join(flagged[s['parameter']])})" for s in rests)
+        + ": the calibration put a cost the model lacks on those parameters, so P is not to be taken at face value")
+    return decision
+
+
+def _scope(info: Mapping[str, Any]) -> str | list[str]:
+    """A configuration's stages under the device's scheduler: a list, ALL_STAGES, or CPU_ONLY."""
+    if str(info.get("profile", "")).split(" ")[0] == "cpu":
+        return CPU_ONLY
+    stages = info.get("sched_stages")
+    return list(stages) if stages else ALL_STAGES
+
+
+def pair_scope(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether two configurations put the same stages under the device's scheduler: `same`, `different`, or
+    `cpu_only` (one is the CPU-only decode, the baseline every change is measured against), with each side's."""
+    sa, sb = _scope(a), _scope(b)
+    kind = "cpu_only" if CPU_ONLY in (sa, sb) else ("same" if sa == sb else "different")
+    return {"kind": kind, "a_stages": sa, "b_stages": sb}
+
+
+def _scope_text(stages: str | list[str]) -> str:
+    return stages if isinstance(stages, str) else "+".join(stages)
+
+
+def scope_note(crossed: list[dict[str, Any]]) -> str:
+    """The note for pairs whose configurations put different stages under the device's scheduler."""
+    by: dict[str, list[str]] = {}
+    for p in crossed:
+        s = p["scope"]
+        key = f"{_scope_text(s['a_stages'])} vs {_scope_text(s['b_stages'])}"
+        by.setdefault(key, []).append(f"{p['a']} vs {p['b']}")
+    parts = [f"{k}: {', '.join(v)}" for k, v in by.items()]
+    return (f"{len(crossed)} pair(s) compare configurations with different stages under the device's scheduler ("
+            + "; ".join(parts) + "): each such ratio mixes the change with the scope; compare them at one scope "
+            "(the same stages=... on both) to see the change alone")
+
+
 def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None = None,
-           extra: dict[str, dict[str, Any]] | None = None, baseline: str | set[str] | None = None) -> Decision:
+           extra: dict[str, dict[str, Any]] | None = None, baseline: str | set[str] | None = None,
+           exclude: set[str] | frozenset[str] = frozenset(), flags: Any = None) -> Decision:
     """Compare the configurations' `totals` (ms per draw, all on `draws`): ranges, pairs, targets, and the
     decision between the two changes with the lowest medians (the `baseline`, what runs today or was already
-    measured, is compared in the pairs but is not a change to try), with what drives it."""
+    measured, is compared in the pairs but is not a change to try), with what drives it. `exclude`: the
+    configurations that compute wrong values, compared in the pairs but never a contender.
+
+    `flags`: a calibration's flags (`Posterior.flags`, or parameter -> kind): a decision whose spread rests on a
+    flagged parameter is not settled (`apply_flags`). `extra[name]["sched_stages"]` (with its `profile`) gives
+    every pair its scope."""
     names = list(totals)
     configs = {n: {"range": spread(t), **((extra or {}).get(n, {}))} for n, t in totals.items()}
     uncertain = [n for n in draws.names if draws.params[n].uncertain]
+    scoped = extra is not None and any("sched_stages" in (extra.get(n) or {}) for n in names)
     pairs = []
+    crossed = []
     for a, b in itertools.combinations(names, 2):
         r = totals[a] / totals[b]
         rs = spread(r)
         y = np.log(r)
         top = variance_shares(y, draws, uncertain)[:3] if uncertain and np.var(y) > 0 else []
-        pairs.append({"a": a, "b": b, "p_a_faster": float(np.mean(totals[a] < totals[b])),
-                      "ratio": {k: rs[k] for k in ("p10", "p50", "p90")},
-                      "sensitivity": [{"parameter": n, "share": s} for n, s in top]})
+        pair = {"a": a, "b": b, "p_a_faster": float(np.mean(totals[a] < totals[b])),
+                "ratio": {k: rs[k] for k in ("p10", "p50", "p90")},
+                "sensitivity": [{"parameter": n, "share": s} for n, s in top]}
+        if scoped:
+            pair["scope"] = pair_scope(configs[a], configs[b])
+            if pair["scope"]["kind"] == "different":
+                crossed.append(pair)
+        pairs.append(pair)
     target = {}
     if target_ms is not None:
         target = {n: float(np.mean(t <= target_ms)) for n, t in totals.items()}
     decision: dict[str, Any] = {}
     sens: list[dict[str, Any]] = []
     known = {baseline} if isinstance(baseline, str) else set(baseline or ())
-    changes = [n for n in names if n not in known]
+    changes = [n for n in names if n not in known and n not in exclude]
     if len(changes) < 2:
-        changes = names
+        changes = [n for n in names if n not in exclude]
     if len(changes) >= 2:
         # the question: which change to try first; the contenders are the two with the lowest median
         a, b = sorted(changes, key=lambda n: float(np.median(totals[n])))[:2]
@@ -128,12 +245,19 @@ def decide(totals: dict[str, np.ndarray], draws: Draws, target_ms: float | None 
         lo, hi = np.percentile(y, [10, 90])
         decision = {"a": a, "b": b, "p_a_faster": p, "log_ratio_p10_p90_width": float(hi - lo),
                     "settled": p < SETTLED or p > 1 - SETTLED}
+        if scoped:
+            decision["scope"] = pair_scope(configs[a], configs[b])
         shares = variance_shares(y, draws, uncertain) if uncertain and np.var(y) > 0 else []
         for name, share in shares:
             after, settled = known_spread(y, draws.column(name))
             sens.append({"parameter": name, "share": share, "spread_after": after,
                          "spread_before": float(hi - lo), "p_settled_after": settled})
-    return Decision(configs, pairs, target, target_ms, sens, [], decision, len(draws), draws.seed, draws.kind)
+    dec = Decision(configs, pairs, target, target_ms, sens, [], decision, len(draws), draws.seed, draws.kind)
+    if crossed:
+        dec.notes.append(scope_note(crossed))
+    if decision:
+        dec.settle_against(flags)
+    return dec
 
 
 def _prediction(obj: Any, name: str) -> Any:

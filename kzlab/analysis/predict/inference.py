@@ -9,6 +9,10 @@ the measured totals), and the posterior draws are resampled from those weights. 
   stayed was not (`prior_only`): the totals cannot tell it apart from the others;
 - a parameter the totals push against a bound of its plausible range is *flagged*, with how far past the bound
   the totals would put it (the inference rerun with that bound widened) and which cost the model may lack;
+- a parameter the totals put far from what has been measured in public is *flagged* as contradicting it
+  (`contradicts_public`): a cost the model lacks put on it, never a finding. A flagged parameter is neither
+  identified nor left at its prior: the totals did move it, to where it cannot be taken at face value, so it is
+  listed apart (`flagged`, with the kinds of its flags) and every decision resting on it stays open;
 - predictions of the other configurations are made on the posterior draws, so they keep the spread that the
   totals could not remove.
 """
@@ -38,7 +42,11 @@ MISSING_COST = {
                  "repacking of an operand",
     "copy_gbs": "more bytes crossing than the scheduler's split inputs: weights re-copied or repacked per run, "
                 "or copies through a buffer that is not host-visible",
-    "cache_gbs": "cache maintenance over whole buffers rather than the bytes crossing",
+    "cache_gbs": "cache maintenance by address slower than a dirty line's write-back allows, or over more bytes than "
+                 "the ops' small tensors (inputs carried over from an earlier split)",
+    "l2flush_us": "whole-cache flushes dearer than a full L2 written back, or more of them than the tensors above "
+                  "the threshold and the batches give",
+    "map_us": "a first use that maps more than the device's buffers (weights repacked, sessions opened)",
     "bandwidth_gbs": "ops the HTP runs slowly in F32 (qf32 conversions) or on a scalar path, counted as "
                      "memory traffic",
     "gflops.MUL_MAT": "products on a slower kernel than their path says (HVX or the CPU instead of HMX, F32 "
@@ -64,8 +72,8 @@ PUBLIC_CANDIDATES = {
         "products the matrix unit refuses (too few rows, alignment) running on HVX or on the CPU",
         "a wake-up or queue round trip per op batch larger than launch_us / sync_us allow",
         "CPU ops reading weights or activations from the host-mapped HTP buffer (uncached)",
-        "more bytes crossing between CPU and NPU than the split inputs (weights re-copied, cache maintenance of "
-        "whole buffers)",
+        "more bytes crossing between CPU and NPU than the split inputs (weights re-copied), or cache maintenance "
+        "beyond the per-op flushes the model prices",
     ],
     "gflops": [
         "the op on a slower path than the public figure's (unaligned rows, F32 conversions, a scalar fallback)",
@@ -75,7 +83,7 @@ PUBLIC_CANDIDATES = {
     "bandwidth_gbs": [
         "the op on the DDR path or unaligned rows where the public figure ran from VTCM",
         "a per-op cost larger than launch_us allows, for small ops",
-        "cache maintenance or copies over whole buffers rather than the bytes crossing",
+        "copies over more bytes than the split inputs, or cache maintenance beyond the per-op flushes priced",
     ],
     "launch_us": [
         "ops each waiting for the DSP instead of running as a batch",
@@ -163,19 +171,56 @@ class Posterior:
         return total * np.exp(rng.normal(0.0, self.discrepancy, total.shape[0]))
 
     @property
+    def flagged(self) -> dict[str, list[str]]:
+        """Parameter -> the kinds of its flags (`contradicts_public`, `at_bound`), in the order flagged."""
+        out: dict[str, list[str]] = {}
+        for f in self.flags:
+            if f.get("parameter"):
+                kinds = out.setdefault(f["parameter"], [])
+                if f.get("kind") not in kinds:
+                    kinds.append(f.get("kind"))
+        return out
+
+    @property
     def identified(self) -> list[str]:
-        return [p["parameter"] for p in self.parameters if p["verdict"] == "identified"]
+        """Parameters the totals narrowed well inside their prior, and not flagged."""
+        flagged = self.flagged
+        return [p["parameter"] for p in self.parameters
+                if p["verdict"] == "identified" and p["parameter"] not in flagged]
+
+    @property
+    def contradicts_public(self) -> list[str]:
+        """Parameters the totals put where what has been measured in public says they cannot be."""
+        return [k for k, kinds in self.flagged.items() if "contradicts_public" in kinds]
 
     @property
     def prior_only(self) -> list[str]:
-        return [p["parameter"] for p in self.parameters if p["verdict"] != "identified"]
+        """Parameters the totals left (about) where the prior had them: neither identified nor flagged."""
+        flagged = self.flagged
+        return [p["parameter"] for p in self.parameters
+                if p["verdict"] != "identified" and p["parameter"] not in flagged
+                and p["verdict"] != "contradicts public"]
+
+    def status(self, name: str) -> str:
+        """One word for a parameter: identified, contradicts public, at bound, unreliable or prior."""
+        kinds = self.flagged.get(name, [])
+        if "contradicts_public" in kinds:
+            return "contradicts public"
+        if "at_bound" in kinds:
+            return "at bound"
+        verdict = next((p["verdict"] for p in self.parameters if p["parameter"] == name), "prior")
+        return verdict if verdict in ("identified", "unreliable") else "prior"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"identified": self.identified, "prior_only": self.prior_only, "flags": list(self.flags),
+        flagged = self.flagged
+        params = [{**p, "flags": flagged.get(p["parameter"], []), "status": self.status(p["parameter"])}
+                  for p in self.parameters]
+        return {"identified": self.identified, "prior_only": self.prior_only,
+                "contradicts_public": self.contradicts_public, "flagged": flagged, "flags": list(self.flags),
                 "measured": dict(self.measured), "noise": self.noise, "noises": dict(self.noises),
                 "discrepancy": self.discrepancy, "leave_one_out": dict(self.leave_one_out),
                 "effective_draws": self.ess,
-                "reproduced": self.reproduced, "parameters": self.parameters,
+                "reproduced": self.reproduced, "parameters": params,
                 "notes": [CAVEAT] if self.identified else []}
 
     def summary(self) -> str:
@@ -189,9 +234,14 @@ class Posterior:
         for k, r in self.reproduced.items():
             lines.append(f"  {k}: measured {r['measured']:.0f} ms, reproduced p50 {r['p50']:.0f} ms "
                          f"(p10 {r['p10']:.0f}, p90 {r['p90']:.0f})")
+        flagged = self.flagged
         for p in self.parameters:
-            lines.append(f"  {p['parameter']}: {p['verdict']}, prior [{p['low']:.4g} .. {p['high']:.4g}] -> "
+            kinds = flagged.get(p["parameter"])
+            mark = f" [flagged: {', '.join(kinds)}]" if kinds else ""
+            lines.append(f"  {p['parameter']}: {p['verdict']}{mark}, prior [{p['low']:.4g} .. {p['high']:.4g}] -> "
                          f"p10 {p['p10']:.4g} p50 {p['p50']:.4g} p90 {p['p90']:.4g} (spread x{p['shrink']:.2f})")
+        lines.append(f"  identified: {', '.join(self.identified) or 'none'}; flagged (neither identified nor at their "
+                     f"prior): {', '.join(flagged) or 'none'}; left at their prior: {len(self.prior_only)}")
         lines += [f"  FLAG: {f['message']}" for f in self.flags]
         if self.identified:
             lines.append(f"  note: {CAVEAT}")

@@ -4,8 +4,10 @@ Each parameter of the time model is pinned by something the device can show dire
 use it timed on the device (`GGML_HEXAGON_PROFILE=1` times every op of this graph at its own shape; test-backend-
 ops times them alone), a fixed cost by two decodes that share their splits and differ in work, a crossing cost
 by an A/B that moves the ops on a split boundary off the NPU (`GGML_HEXAGON_OPFILTER`, a regex of op names
-ggml-hexagon then does not claim: ggml-hexagon.cpp at eced84c8, `opt_opfilter`). Each command's output goes back
-into kzlab (`--ops FILE`, `--measured NAME=MS`), which turns the parameter from a range into a measurement.
+ggml-hexagon then does not claim: ggml-hexagon.cpp at eced84c8, `opt_opfilter`), the cache maintenance by an op
+trace that times every flush (`GGML_HEXAGON_PROFILE=3`: L2FLUSH events from v0.21.0 on, htp-tensor.c at 8599e0ea),
+a first use by two decodes in one process, each timed. Each command's output goes back into kzlab (`--ops FILE`,
+`--measured NAME=MS`), which turns the parameter from a range into a measurement.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kzlab.analysis.predict.parameters import OP_CLASSES
+from kzlab.analysis.predict.parameters import LONG_ROWS, OP_CLASSES
 from kzlab.analysis.predict.timing import field_of
 
 
@@ -30,6 +32,9 @@ class MeasureContext:
     #: per bandwidth parameter, the ops of this graph it prices
     ops_by_bandwidth: dict[str, list[str]] = field(default_factory=dict)
     splits: dict[str, int] = field(default_factory=dict)
+    #: whether a configuration's device maintains its cache per op (`[perf.cache]`): its `cache_gbs` is then a pass
+    #: by address over small tensors, timed by the op trace, not the bytes crossing
+    per_op_cache: bool = False
 
 
 def context_from(placements: dict[str, Any], device: str = "HTP0", frames: int = 31) -> MeasureContext:
@@ -44,6 +49,8 @@ def context_from(placements: dict[str, Any], device: str = "HTP0", frames: int =
         if pred is None or pred.costs is None:
             continue
         cm = pred.costs
+        if any("cache_flushes" in r for r in (pred.splits or [])):
+            ctx.per_op_cache = True
         roof = [n for n in field_of(pl, "nodes") if n.backend.lower() not in ("cpu",)
                 and n.op not in ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE")]
         by_name = {}
@@ -88,7 +95,9 @@ def command_for(parameter: str, ctx: MeasureContext, config: str) -> tuple[str, 
         type_filter = f' -p "type_a={op_key.split(".")[1].lower()}"' if op and "." in op_key else ""
         cmd = (f"GGML_HEXAGON_PROFILE=1 {decode_command(ctx, config)} 2> htp-profile.log; "
                f"test-backend-ops perf -b {dev} -o {','.join(ops)}{type_filter} --output sql > htp-ops.sql")
-        return cmd, f"--ops htp-profile.log htp-ops.sql: times {', '.join(ops)} on the device{shape}"
+        long = (f" (this rate prices the products with more than {LONG_ROWS} src1 rows: the decode's profile "
+                "times them at this graph's shapes, test-backend-ops at its own)") if op_key.endswith(".long") else ""
+        return cmd, f"--ops htp-profile.log htp-ops.sql: times {', '.join(ops)} on the device{shape}{long}"
     if kind.startswith("bandwidth_gbs"):
         cls = kind.partition(".")[2]
         ops = [o for o in ctx.ops_by_bandwidth.get(parameter, []) if o != "MUL_MAT"][:4] or \
@@ -102,6 +111,18 @@ def command_for(parameter: str, ctx: MeasureContext, config: str) -> tuple[str, 
         return cmd, (f"--measured {config}=MS at {ctx.frames} and {short} frames: the same {ctx.splits.get(config, 0)} "
                      "splits with a quarter of the work; the fixed part of the total is dispatch and split costs "
                      "(the logs give the splits and each op's HTP time)")
+    if kind == "l2flush_us" or (kind == "cache_gbs" and ctx.per_op_cache):
+        cmd = f"GGML_HEXAGON_PROFILE=3 {decode_command(ctx, config)} 2> htp-trace.log"
+        return cmd, ("the trace's L2FLUSH events (a build of v0.21.0 or later traces them: htp-tensor.c 8599e0ea "
+                     "lines 29-36, 285-291): their cycles over the clock (~2114 cycles/us) time each flush, the whole-"
+                     "cache ones apart from the by-address ones; a 0.15.x device runs the same flush instruction "
+                     "(qurt_mem_cache_clean). Put the values in a profile's [perf] (l2flush_us, cache_gbs) and "
+                     "predict with it")
+    if kind == "map_us":
+        cmd = (f"<your harness: {decode_command(ctx, config)} twice in one process, timing each decode> "
+               "(llama.cpp's own tools time a warm run after a warm-up; keep the first)")
+        return cmd, (f"--measured {config}=MS with the second (warm) time; the first minus the second is the "
+                     f"buffers mapped on first use ({kind} each)")
     if kind in ("copy_gbs", "cache_gbs"):
         run = decode_command(ctx, config)
         cmd = f"{run}; GGML_HEXAGON_OPFILTER='CONCAT|PAD|CONT|CPY' {run}"

@@ -56,6 +56,14 @@ OP_CLASSES: dict[str, tuple[str, ...]] = {
 OP_CLASS = {op: cls for cls, ops in OP_CLASSES.items() for op in ops}
 #: the paths a product can take on a device, as a placement record names them (`NodePlacement.path`)
 PRODUCT_PATHS = ("hmx", "hvx")
+#: a product's shape class, by its src1 rows (the activations' row count): a rate measured on short products does
+#: not say what long ones run at. `OP.TYPE.PATH.long` prices products with more than LONG_ROWS src1 rows where a
+#: profile gives it (a measured rate of long products); else `OP.TYPE.PATH` serves every shape, extrapolated, and the
+#: prediction says so. 1024: the public HMX figures are prompt batches of 204-1024 rows (llama.cpp #21554, #22993,
+#: #23368, #29199; #26501's traced product has 742), and ggml-hexagon 0.15.2 refuses more than 1024 rows
+#: (ggml-hexagon.cpp 707321c4 line 2701), so a calibration on it sees none longer
+LONG_ROWS = 1024
+ROW_CLASSES = ("long",)
 
 
 def op_class(op: str) -> str:
@@ -77,9 +85,9 @@ def observed_spread(values: Any) -> float | None:
 
 
 RANGED_KEYS = ("bandwidth_gbs", "launch_us", "sync_us", "copy_gbs", "cache_gbs", "matmul_skew", "libm_skew",
-               "spin_ms", "contention", "cpu_relative")
+               "spin_ms", "contention", "cpu_relative", "l2flush_us", "map_us")
 PERF_KEYS = {"source", "sources", "gflops", "bandwidth", *RANGED_KEYS, "host_visible_copies", "cache_maintenance",
-             "host_libm"}
+             "host_libm", "cache", "hardware"}
 #: the ggml ops whose CPU kernels call libm once per element (ggml-cpu/vec.h 0.15.3: logf line 872, sinf 878,
 #: cosf 884, tanhf 909, expm1f 915, expf 936 and 956, erff 1013): scalar calls, or glibc libmvec's vector ones
 #: where GCC vectorised the loops (kzlab.environment.ggml_cpu_libm)
@@ -89,9 +97,14 @@ HOST_LIBM_CHOICES = ("scalar", "libmvec")
 MEMORY_KEYS = {"source", "budget_bytes"}
 RANGE_KEYS = {"value", "low", "high", "source", "public", "public_source"}
 UNITS = {k: v[3] for k, v in DEFAULTS.items()} | {"matmul_skew": "x", "libm_skew": "x", "spin_ms": "ms",
-                                                   "contention": "x", "cpu_relative": "x"}
+                                                   "contention": "x", "cpu_relative": "x", "l2flush_us": "us",
+                                                   "map_us": "us"}
 #: the ranged values that are factors or times > 0 (the others may be 0)
-POSITIVE_KEYS = ("matmul_skew", "libm_skew", "spin_ms", "contention", "cpu_relative")
+POSITIVE_KEYS = ("matmul_skew", "libm_skew", "spin_ms", "contention", "cpu_relative", "l2flush_us", "map_us")
+#: `[perf.cache]`: how the device keeps the caches of buffers it shares with the CPU coherent, per op
+CACHE_KEYS = {"flush_all_bytes", "inputs", "batch_flushes", "batch_ops", "source"}
+#: `[perf.hardware]`: the device's fixed facts the time model derives bounds from
+HARDWARE_KEYS = {"soc", "threads", "vtcm_bytes", "clock_mhz", "f32_lanes", "source"}
 
 
 @dataclass
@@ -201,6 +214,54 @@ def _public(v: dict[str, Any], what: str, where: str, low: float, high: float,
 
 
 @dataclass
+class CacheScheme:
+    """How a device that shares buffers with the CPU without coherence cleans and invalidates its cache, as its
+    source does it: per op, a tensor above `flush_all_bytes` costs one flush of the whole data cache (`l2flush_us`,
+    whatever its size), a smaller one a clean and invalidate by address over its bytes (`cache_gbs`). `inputs`: the
+    split's inputs (written by the CPU) are flushed before their first use in a batch; `batch_flushes`: whole-cache
+    flushes per batch of at most `batch_ops` ops (the host sends a split's ops as one batch up to that size)."""
+
+    flush_all_bytes: int
+    inputs: bool
+    batch_flushes: int
+    batch_ops: int
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flush_all_bytes": self.flush_all_bytes, "inputs": self.inputs, "batch_flushes": self.batch_flushes,
+                "batch_ops": self.batch_ops, "source": self.source}
+
+
+@dataclass
+class Hardware:
+    """The device's fixed facts (one SoC's, said which): HVX threads, VTCM bytes, the DSP clock and the F32 lanes
+    of one HVX vector. The ranges of vector rates are bounded by the peak they give (`hvx_peak_gflops`), so that a
+    clock or a thread count stated once bounds every rate that derives from it."""
+
+    soc: str
+    threads: int
+    vtcm_bytes: int
+    clock_mhz: float
+    f32_lanes: int
+    source: str
+
+    def hvx_peak_gflops(self, type_name: str = "F32") -> float:
+        """One element-op per lane per cycle on every HVX thread: F32 lanes (qf32), twice as many for F16 (hf)."""
+        lanes = self.f32_lanes * (2 if type_name.upper() in ("F16", "BF16") else 1)
+        return self.threads * lanes * self.clock_mhz / 1e3
+
+    def parameters(self, backend: str) -> list[Parameter]:
+        src = f"{self.soc}: {self.source}"
+        return [Parameter(f"{backend}.hardware.threads", float(self.threads), "threads", src),
+                Parameter(f"{backend}.hardware.vtcm_bytes", float(self.vtcm_bytes), "bytes", src),
+                Parameter(f"{backend}.hardware.clock_mhz", self.clock_mhz, "MHz", src)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"soc": self.soc, "threads": self.threads, "vtcm_bytes": self.vtcm_bytes, "clock_mhz": self.clock_mhz,
+                "f32_lanes": self.f32_lanes, "source": self.source}
+
+
+@dataclass
 class BackendPerf:
     """How fast one backend runs a node, and what a split on it costs (roofline + fixed costs)."""
 
@@ -233,11 +294,23 @@ class BackendPerf:
     host_visible_copies: bool = False
     #: the bytes crossing between this backend and the CPU pay cache maintenance (shared, non-coherent buffers)
     cache_maintenance: bool = False
+    #: how that maintenance is done per op (`[perf.cache]`); None: by address over the bytes crossing (`cache_gbs`)
+    cache: CacheScheme | None = None
+    #: a flush of the whole data cache (the per-op cost of a tensor above `cache.flush_all_bytes`)
+    l2flush_us: Parameter | None = None
+    #: a buffer the device maps on its first use (the first decode pays it, a warm one does not)
+    map_us: Parameter | None = None
+    #: the device's fixed facts (`[perf.hardware]`)
+    hardware: Hardware | None = None
 
-    def rate(self, op: str, type_name: str, path: str = "") -> Parameter:
-        """GFLOP/s for `op` on operands of `type_name` taking `path` (a product's HMX or HVX kernel): OP.TYPE.PATH,
-        OP.TYPE, OP, the op's class, else the default."""
-        keys = ([f"{op}.{type_name}.{path}"] if path else []) + [f"{op}.{type_name}", op, op_class(op), "default"]
+    def rate(self, op: str, type_name: str, path: str = "", rows: int = 0) -> Parameter:
+        """GFLOP/s for `op` on operands of `type_name` taking `path` (a product's HMX or HVX kernel) with `rows`
+        src1 rows: OP.TYPE.PATH.long for a product longer than LONG_ROWS, OP.TYPE.PATH, OP.TYPE, OP, the op's
+        class, else the default."""
+        keys = [f"{op}.{type_name}.{path}"] if path else []
+        if path and rows > LONG_ROWS:
+            keys.insert(0, f"{op}.{type_name}.{path}.long")
+        keys += [f"{op}.{type_name}", op, op_class(op), "default"]
         for key in keys:
             if key in self.gflops:
                 return self.gflops[key]
@@ -250,8 +323,10 @@ class BackendPerf:
     def parameters(self) -> list[Parameter]:
         out = list(self.gflops.values()) + list(self.bandwidth.values())
         fixed = (self.bandwidth_gbs, self.launch_us, self.sync_us, self.copy_gbs, self.cache_gbs, self.matmul_skew,
-                 self.libm_skew, self.spin_ms, self.contention, self.cpu_relative)
+                 self.libm_skew, self.spin_ms, self.contention, self.cpu_relative, self.l2flush_us, self.map_us)
         out += [p for p in fixed if p is not None]
+        if self.hardware is not None:
+            out += self.hardware.parameters(self.backend)
         return out
 
 
@@ -266,7 +341,7 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise InvalidOptionError(f"{where}: [perf] sources must map value names to where they come from")
     unknown = set(sources) - (PERF_KEYS - {"source", "sources", "host_visible_copies", "cache_maintenance",
-                                           "host_libm"})
+                                           "host_libm", "cache", "hardware"})
     if unknown:
         raise InvalidOptionError(f"{where}: [perf] sources name unknown value(s): {', '.join(sorted(unknown))}")
     for flag in ("host_visible_copies", "cache_maintenance"):
@@ -314,22 +389,108 @@ def backend_perf(backend: str, perf: dict[str, Any] | None, where: str) -> Backe
     if (out.spin_ms is None) != (out.contention is None):
         raise InvalidOptionError(f"{where}: [perf] spin_ms and contention go together (the CPU split after one of "
                                  "this backend's runs slower by `contention` for at most `spin_ms`)")
+    if "cache" in perf:
+        out.cache = cache_scheme(perf["cache"], where)
+        if not out.cache_maintenance:
+            raise InvalidOptionError(f"{where}: [perf.cache] describes cache maintenance: set cache_maintenance = true")
+        if out.l2flush_us is None:
+            raise InvalidOptionError(f"{where}: [perf.cache] needs l2flush_us (the flush of the whole data cache a "
+                                     "tensor above flush_all_bytes costs)")
+    if "hardware" in perf:
+        out.hardware = hardware(perf["hardware"], where)
+        check_peaks(out, where)
     return out
 
 
-def check_rate_key(key: str, where: str) -> None:
-    """A `[perf.gflops]` key: `default`, an op class, OP, OP.TYPE or OP.TYPE.PATH with PATH one of PRODUCT_PATHS
-    (op and type names are checked against ggml where the profile is validated)."""
+def _int(v: Any, what: str, where: str, low: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise InvalidOptionError(f"{where}: {what} = {v!r}; expected an integer >= {low}")
+    return v
+
+
+def _table(v: Any, keys: set[str], what: str, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise InvalidOptionError(f"{where}: [perf.{what}] must be a table ({', '.join(sorted(keys))})")
+    unknown = set(v) - keys
+    if unknown:
+        raise InvalidOptionError(f"{where}: [perf.{what}] unknown key(s) {', '.join(sorted(unknown))} (known: "
+                                 f"{', '.join(sorted(keys))})")
+    missing = keys - set(v)
+    if missing:
+        raise InvalidOptionError(f"{where}: [perf.{what}] needs {', '.join(sorted(missing))}")
+    if not isinstance(v["source"], str) or not v["source"]:
+        raise InvalidOptionError(f"{where}: [perf.{what}] source must name where it comes from (a source line, a PR)")
+    return v
+
+
+def cache_scheme(v: Any, where: str) -> CacheScheme:
+    """A `[perf.cache]` table, validated."""
+    v = _table(v, CACHE_KEYS, "cache", where)
+    if not isinstance(v["inputs"], bool):
+        raise InvalidOptionError(f"{where}: [perf.cache] inputs must be true or false")
+    return CacheScheme(_int(v["flush_all_bytes"], "cache.flush_all_bytes", where, 1), v["inputs"],
+                       _int(v["batch_flushes"], "cache.batch_flushes", where), _int(v["batch_ops"], "cache.batch_ops",
+                                                                                    where, 1), v["source"])
+
+
+def hardware(v: Any, where: str) -> Hardware:
+    """A `[perf.hardware]` table, validated."""
+    v = _table(v, HARDWARE_KEYS, "hardware", where)
+    if not isinstance(v["soc"], str) or not v["soc"]:
+        raise InvalidOptionError(f"{where}: [perf.hardware] soc must name the SoC the values are of")
+    return Hardware(v["soc"], _int(v["threads"], "hardware.threads", where, 1),
+                    _int(v["vtcm_bytes"], "hardware.vtcm_bytes", where, 1),
+                    _number(v["clock_mhz"], "hardware.clock_mhz", where), _int(v["f32_lanes"], "hardware.f32_lanes",
+                                                                              where, 1), v["source"])
+
+
+def _hvx_type(key: str) -> str | None:
+    """The type whose HVX peak bounds a rate key: F32 for the ops without a product kernel (`default` and the op
+    classes run in F32 through qf32), F32 or F16 for an HVX product of that type; None for the rest (HMX, integer
+    dot products of quantized weights)."""
     parts = key.split(".")
-    if not key or len(parts) > 3 or not all(parts):
-        raise InvalidOptionError(f"{where}: gflops.{key}: expected default, an op class, OP, OP.TYPE or OP.TYPE.PATH")
+    if len(parts) == 1:
+        return "F32" if key == "default" or key in OP_CLASSES else None
+    if len(parts) >= 3 and parts[2] == "hvx" and parts[1] in ("F32", "F16"):
+        return parts[1]
+    return None
+
+
+def check_peaks(perf: BackendPerf, where: str) -> None:
+    """Refuse a floating-point HVX rate whose range reaches past the peak `[perf.hardware]` gives (threads x lanes x
+    clock): a bound that assumed another clock or thread count is caught where it is stated."""
+    hw = perf.hardware
+    for key, p in perf.gflops.items():
+        ty = _hvx_type(key)
+        top = p.high if p.high is not None else p.value
+        if ty is None:
+            continue
+        peak = hw.hvx_peak_gflops(ty)
+        if top > peak * 1.001:
+            raise InvalidOptionError(
+                f"{where}: gflops.{key} reaches {top:g} GFLOP/s, above the HVX {ty} peak of {peak:.0f} GFLOP/s that "
+                f"[perf.hardware] gives ({hw.threads} threads x {hw.f32_lanes * (2 if ty == 'F16' else 1)} lanes x "
+                f"{hw.clock_mhz:g} MHz, {hw.soc})")
+
+
+def check_rate_key(key: str, where: str) -> None:
+    """A `[perf.gflops]` key: `default`, an op class, OP, OP.TYPE, OP.TYPE.PATH with PATH one of PRODUCT_PATHS, or
+    OP.TYPE.PATH.CLASS with CLASS one of ROW_CLASSES (op and type names are checked against ggml where the profile
+    is validated)."""
+    parts = key.split(".")
+    if not key or len(parts) > 4 or not all(parts):
+        raise InvalidOptionError(f"{where}: gflops.{key}: expected default, an op class, OP, OP.TYPE, OP.TYPE.PATH or "
+                                 "OP.TYPE.PATH.long")
     if len(parts) == 1:
         return
     if parts[0] in OP_CLASSES or parts[0] == "default":
         raise InvalidOptionError(f"{where}: gflops.{key}: a class ({parts[0]}) takes no type or path")
-    if len(parts) == 3 and parts[2] not in PRODUCT_PATHS:
+    if len(parts) >= 3 and parts[2] not in PRODUCT_PATHS:
         raise InvalidOptionError(f"{where}: gflops.{key}: unknown path {parts[2]!r} (known: "
                                  f"{', '.join(PRODUCT_PATHS)})")
+    if len(parts) == 4 and parts[3] not in ROW_CLASSES:
+        raise InvalidOptionError(f"{where}: gflops.{key}: unknown shape class {parts[3]!r} (known: "
+                                 f"{', '.join(ROW_CLASSES)}: more than {LONG_ROWS} src1 rows)")
 
 
 def memory_budget(memory: dict[str, Any] | None, where: str) -> Parameter | None:

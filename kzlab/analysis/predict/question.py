@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from kzlab.analysis.accuracy import DEFAULT_BOUND_DB
+from kzlab.analysis.predict.correctness import describe_key, recommend, verdicts
 from kzlab.analysis.predict.decide import Decision, decide
 from kzlab.analysis.predict.draws import ParameterSpace, check_draws
 from kzlab.analysis.predict.inference import Posterior, infer
@@ -44,6 +48,9 @@ class ConfigSpec:
     profile_options: dict[str, Any] = field(default_factory=dict)
     #: the stages under the device's scheduler (None: the whole graph); the rest runs on the CPU path
     stages: list[str] | None = None
+    #: a correct variant the what-if added: the configuration it fixes and the remedy (a defect's `remedies` item)
+    variant_of: str = field(default="", compare=False)
+    remedy: str = field(default="", compare=False)
     _caps: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -105,9 +112,13 @@ class WhatIf:
     profiles: dict[str, dict[str, Any]]
     config: dict[str, Any]
     seconds: float = 0.0
+    #: the fastest configuration that computes the right audio (`correctness.recommend`)
+    recommended: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.decision.to_dict()
+        d["recommended"] = self.recommended.get("name")
+        d["recommendation"] = self.recommended
         d["question"] = self.config
         d["cpu_profiles"] = self.profiles
         d["seconds"] = self.seconds
@@ -126,17 +137,34 @@ class WhatIf:
                 for b, m in mem.items())
             lines.append(f"  {name:24s} p10 {r['p10']:8.0f}  p50 {r['p50']:8.0f}  p90 {r['p90']:8.0f} ms  "
                          f"[min {r['min']:.0f}, max {r['max']:.0f}]  {info.get('splits', 0)} splits{fits}")
+            if "correct" in info:
+                lines.append("  " + " " * 24 + " " + _verdict_text(info))
+            first = info.get("first_decode")
+            if first:
+                fr = first["range"]
+                lines.append("  " + " " * 24 + f" first decode (a warm one plus {first['buffers_mapped']} buffer "
+                             f"mapping(s) on the DSP): p10 {fr['p10']:.0f} / p50 {fr['p50']:.0f} / p90 {fr['p90']:.0f}"
+                             f" ms, +{first['added_ms']:.0f} ms at p50")
             if info.get("p50_ms") and len(info["p50_ms"]) > 4:
                 lines.append("  " + " " * 24 + " p50 by part: " + ", ".join(
                     f"{k} {v:.0f}" for k, v in info["p50_ms"].items()) + " ms"
                     + (f"; under the scheduler: {'+'.join(info['sched_stages'])}" if info.get("sched_stages") else ""))
-        lines.append("pairs (P(A faster than B), ratio A/B p10 / p50 / p90):")
+        lines.append("pairs (P(A faster than B), ratio A/B p10 / p50 / p90; a correct variant against the "
+                     "configuration it fixes):")
+        of = {k: info.get("variant_of", "") for k, info in d.configs.items()}
         for p in d.pairs:
+            if (of[p["a"]] or of[p["b"]]) and p["a"] != of[p["b"]] and p["b"] != of[p["a"]]:
+                continue  # a variant is shown against the configuration it fixes (every pair is in the JSON)
             q = p["ratio"]
             top = p.get("sensitivity") or []
             rests = f"; rests on {top[0]['parameter']} ({top[0]['share']:.2f})" if top else ""
+            scope = p.get("scope") or {}
+            diff = ""
+            if scope.get("kind") == "different":
+                diff = f"; DIFFERENT stages under the scheduler ({_stages(scope['a_stages'])} / " \
+                       f"{_stages(scope['b_stages'])})"
             lines.append(f"  {p['a']} vs {p['b']}: P = {p['p_a_faster']:.2f}, ratio {q['p10']:.2f} / {q['p50']:.2f} / "
-                         f"{q['p90']:.2f}{rests}")
+                         f"{q['p90']:.2f}{rests}{diff}")
         if d.target_ms is not None:
             lines.append(f"P(total <= {d.target_ms:g} ms): " + ", ".join(f"{k} {v:.2f}" for k, v in d.target.items()))
             for name, info in d.configs.items():
@@ -145,7 +173,20 @@ class WhatIf:
         if d.decision:
             dd = d.decision
             state = "settled" if dd["settled"] else "not settled"
-            lines.append(f"decision: {dd['a']} before {dd['b']} with P = {dd['p_a_faster']:.2f} ({state})")
+            if dd.get("unsettled_by"):
+                state = "not settled: rests on flagged " + ", ".join(
+                    f"{u['parameter']} ({', '.join(u['kinds'])})" for u in dd["unsettled_by"])
+            lines.append(f"decision: {dd['a']} before {dd['b']} with P = {dd['p_a_faster']:.2f} ({state})"
+                         + (" among the configurations that compute the right audio" if self.recommended else ""))
+        rec = self.recommended
+        if rec:
+            if rec.get("name"):
+                lines.append(f"recommended: {rec['name']} (p50 {rec['p50_ms']:.0f} ms), {rec['why']}")
+            else:
+                lines.append(f"recommended: none ({rec['why']})")
+            for w in rec.get("faster_but_wrong", []):
+                lines.append(f"  not recommended though faster: {w['name']} (p50 {w['p50_ms']:.0f} ms, P(faster) = "
+                             f"{w['p_faster']:.2f}): WRONG OUTPUT, {w['why']}")
         if d.sensitivity:
             lines.append("what the decision's spread rests on (share of its variance, alone):")
             lines += [f"  {s['parameter']:28s} {s['share']:.2f}" for s in d.sensitivity[:6]]
@@ -161,6 +202,24 @@ class WhatIf:
                                                    for k, v in self.profiles.items()))
         lines += [f"note: {n}" for n in d.notes]
         return "\n".join(lines)
+
+
+def _stages(x: Any) -> str:
+    return x if isinstance(x, str) else "+".join(x)
+
+
+def _verdict_text(info: dict[str, Any]) -> str:
+    """A configuration's correctness in one line: right audio, wrong output and why, or not known."""
+    acc = info.get("accuracy") or {}
+    snr = acc.get("snr_db")
+    snr_s = "" if snr is None else (f"wav {snr:.1f} dB" if isinstance(snr, float) else f"wav {snr} dB")
+    variant = f" (variant of {info['variant_of']}: {info['remedy']})" if info.get("variant_of") else ""
+    if info["correct"] is True:
+        bound = acc.get("bound_db", 0)
+        return f"RIGHT audio: {snr_s} against the host's F32 decode, every stage >= {bound:g} dB{variant}"
+    if info["correct"] is False:
+        return f"WRONG OUTPUT: {info.get('why', '')}" + (f"; {snr_s}" if snr_s else "") + variant
+    return f"correctness not known: {info.get('why', '')}{variant}"
 
 
 def added_op_notes(spec: ConfigSpec, placement: Any) -> list[str]:
@@ -182,6 +241,34 @@ def added_op_notes(spec: ConfigSpec, placement: Any) -> list[str]:
             out.append(f"{spec.name}: +{op} is a what-if ({spec.profile} does not run {op}): its {len(on)} node(s) on "
                        f"{dev} are priced at {', '.join(rates)}" + (f" and {', '.join(bws)}" if bws else "") +
                        " (the op class's ranges), a kernel nobody has measured")
+    return out
+
+
+def remedy_specs(spec: Any, placement: Any, taken: set[str], base: Any) -> list[Any]:
+    """The variants of `spec` its placement's defects propose (`remedies`: configuration items such as
+    `conv=im2col-f32,conv_src1=data`, `hmx=0` or `profile=NAME`), each a ConfigSpec named `NAME [items]` with
+    `variant_of` and `remedy` set; a variant already asked for (the same configuration of the question's lowering
+    `base`, `describe_key`) is left out."""
+    from kzlab.analysis.placement.capabilities import load, parse_changes
+
+    out = []
+    for d in placement.defects:
+        for remedy in d.get("remedies", []):
+            given, add, remove = parse_changes([x for x in remedy.split(",") if x.strip()])
+            profile = given.pop("profile", spec.profile)
+            caps = load(profile)
+            own = {k: v for k, v in given.items() if k in caps.options}
+            opts = {k: int(v) if v.lstrip("-").isdigit() else v for k, v in given.items() if k not in caps.options}
+            v = ConfigSpec(f"{spec.name} [{remedy}]", profile, {**spec.options, **opts}, spec.weights_on,
+                           [*spec.add_ops, *add], [*spec.remove_ops, *remove],
+                           {**{k: x for k, x in spec.profile_options.items() if k in caps.options}, **own},
+                           spec.stages)
+            key = describe_key(v, base)
+            if key in taken:
+                continue
+            taken.add(key)
+            v.variant_of, v.remedy = spec.name, remedy
+            out.append(v)
     return out
 
 
@@ -213,10 +300,17 @@ def _resolve_measured(measured: dict[str, float], specs: list[ConfigSpec]) -> di
 def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, lowering: Any = None,
            cpu_baseline_ms: float | None = None, measured: dict[str, float] | None = None, ops: list[Any] = (),
            target_ms: float | None = None, draws: int = 1000, seed: int = 0, cache: bool = True,
-           threads: int | None = None, progress: Any = False, noise: float | None = None) -> WhatIf:
+           threads: int | None = None, progress: Any = False, noise: float | None = None,
+           accuracy: bool = True, remedies: bool = True, bound: float | None = None) -> WhatIf:
     """Answer "which configuration first" for `configs` (ConfigSpec or `NAME=PROFILE[,k=v]` strings), all on
     the same draws. `measured`: device totals (config name -> ms; `cpu` for the CPU-only decode) to calibrate
-    on. `cache=False` profiles every graph anew."""
+    on. `cache=False` profiles every graph anew.
+
+    Correctness beside time: every configuration's placement is checked for known defects, and (`accuracy`) its
+    decode emulated with the device's arithmetic (`kzlab.analysis.emulate`) against the host's F32 decode with
+    `bound` dB (default: `kzlab.analysis.accuracy.DEFAULT_BOUND_DB`); one that computes wrong values is never a
+    contender nor recommended. `remedies`: a configuration that hits a defect gets the defect's correct variants
+    (F32 columns, HMX off, a fixed release) priced beside it on the same draws."""
     from kzlab.analysis.placement.simulate import simulate
     from kzlab.analysis.profile_cache import cached_cpu_profile
     from kzlab.graph.options import Lowering
@@ -267,12 +361,24 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     opts = {"cpu_baseline_ms": cpu_baseline_ms, "draws": 1, "seed": seed}
     placements[CPU_CONFIG] = simulate(m, "cpu", frames=frames, lowering=base, weights_on="cpu",
                                       predict={**opts, "cpu_profile": cpu_profile(base)})
-    for s in specs:
+    def place(s: ConfigSpec) -> Any:
         low = base.replace(**s.options)
-        placements[s.name] = simulate(m, s.capabilities(), frames=frames, lowering=low, weights_on=s.weights_on,
-                                      stages=s.stages,
-                                      predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
-                                               "cpu_baseline_profile": cpu_profile(base)})
+        return simulate(m, s.capabilities(), frames=frames, lowering=low, weights_on=s.weights_on, stages=s.stages,
+                        predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
+                                 "cpu_baseline_profile": cpu_profile(base)})
+
+    for s in specs:
+        placements[s.name] = place(s)
+    variants: list[ConfigSpec] = []
+    if remedies:
+        taken = {describe_key(s, base) for s in specs}
+        for s in specs:
+            for v in remedy_specs(s, placements[s.name], taken, base):
+                placements[v.name] = place(v)
+                variants.append(v)
+    bound_db = DEFAULT_BOUND_DB if bound is None else float(bound)
+    verdict = verdicts(m, placements, frames, seed, bound_db, accuracy, threads, progress)
+    wrong = {k for k, v in verdict.items() if v.correct is False}
     preds = {k: pl.predicted for k, pl in placements.items()}
     space = ParameterSpace.shared_by(preds)
     posterior = None
@@ -290,8 +396,22 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         extra[k] = {"splits": pl.n_splits, "memory": {b: mm.to_dict() for b, mm in (pl.memory or {}).items()},
                     "profile": pl.config["profile"], "lowering": pl.config["lowering_label"],
                     "sched_stages": pl.config.get("sched_stages"),
-                    "p50_ms": {**pr.by_backend_ms, "copies": pr.copy_ms, "sync": pr.sync_ms, "cache": pr.cache_ms}}
-    dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *(k.partition(":")[0] for k in measured)})
+                    "p50_ms": {**pr.by_backend_ms, "copies": pr.copy_ms, "sync": pr.sync_ms, "cache": pr.cache_ms},
+                    "first_decode": ({"range": pr.first_range, "added_ms": pr.first_ms,
+                                      "buffers_mapped": pr.first_buffers} if pr.first_range else None)}
+    for v in variants:
+        extra[v.name].update(variant_of=v.variant_of, remedy=v.remedy)
+    for k in placements:
+        extra[k].update(verdict[k].to_dict())
+    dec = decide(totals, shared, target_ms, extra, baseline={CPU_CONFIG, *(k.partition(":")[0] for k in measured)},
+                 exclude=wrong, flags=posterior.flags if posterior is not None else None)
+    for s in specs:
+        fixes = [v for v in variants if v.variant_of == s.name]
+        if fixes:
+            dec.configs[s.name]["correct_variants"] = [
+                {"name": v.name, "remedy": v.remedy, "correct": verdict[v.name].correct,
+                 "range": dec.configs[v.name]["range"],
+                 "p_faster_than_it": float(np.mean(totals[v.name] < totals[s.name]))} for v in fixes]
     device = next((pl.config["backends"][0] for k, pl in placements.items() if k != CPU_CONFIG), "HTP")
     ctx = context_from(placements, device=f"{device}0", frames=frames)
     if target_ms is not None:
@@ -306,6 +426,17 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         dec.next_measurements.append({"parameter": s["parameter"], "command": cmd, "then": then,
                                       "spread_after": s["spread_after"], "spread_before": s["spread_before"],
                                       "p_settled_after": s["p_settled_after"]})
+    for k in sorted({k.partition(":")[0] for k in measured} & wrong):
+        dec.notes.insert(0, f"{k} was measured on the device, yet its placement here computes wrong output "
+                         f"({verdict[k].why}): either that run computed those nodes wrongly, or it did not place them "
+                         "as simulated (weights in another buffer, another release or lowering). The run's "
+                         "GGML_SCHED_DEBUG=2 log settles it (each node's backend and each weight's buffer), and so "
+                         "does its output against the host's decode of the same codes (`kzlab compare MODEL --ref` "
+                         "on a dump of its stages, or its WAV); until then the calibration on it may price a "
+                         "placement the device did not run")
+    if wrong:  # before the calibration's note, which goes first: it qualifies every probability
+        dec.notes.insert(0, "wrong output (never a contender nor recommended): " + "; ".join(
+            f"{k}: {verdict[k].why}" for k in placements if k in wrong))
     if posterior is not None:
         dec.calibration = posterior.to_dict()
         ran = next((k.partition(":")[0] for k in measured if not k.startswith(CPU_CONFIG)), chosen or specs[0].name)
@@ -326,7 +457,9 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
            "cpu_baseline_ms": cpu_baseline_ms, "configs": {s.name: s.describe() for s in specs},
            "measured": measured, "target_ms": target_ms, "draws": draws, "seed": seed, "cache": cache,
            "ops": [str(Path(o)) if isinstance(o, str | Path) else "<records>" for o in ops]}
-    out = WhatIf(dec, placements, posterior, profiles, cfg)
+    cfg["accuracy"] = {"emulated": accuracy, "bound_db": bound_db, "remedies": remedies,
+                       "variants": {v.name: {"variant_of": v.variant_of, "remedy": v.remedy} for v in variants}}
+    out = WhatIf(dec, placements, posterior, profiles, cfg, recommended=recommend(totals, verdict))
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -9,6 +9,11 @@
   else a roofline: max(FLOPs / rate(op, type), bytes / bandwidth) plus a launch cost.
 - Every split costs its input copies (bytes / copy bandwidth, free into a host-visible buffer when the
   profile says so) and a synchronisation cost on its backend.
+- A device that shares its buffers with the CPU without coherence cleans and invalidates its cache per op, as
+  its source does it (`[perf.cache]`): a tensor above the threshold costs one flush of the whole data cache
+  (`l2flush_us`), whatever its size, a smaller one a pass by address over its bytes (`cache_gbs`).
+- The total is a warm decode's. A first decode also pays the buffers the device maps on their first use
+  (`map_us` each): reported beside it (`first_range`), never added to what the decisions compare.
 
 Each number a prediction rests on is a `Parameter` with its source; the result says which were assumed.
 """
@@ -23,13 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from kzlab.analysis.flops import VIEW_OPS
+from kzlab.analysis.flops import TYPE_BYTES, VIEW_OPS
 from kzlab.analysis.predict.costs import CostModel, CpuTerm
 from kzlab.analysis.predict.draws import DEFAULT_DRAWS, Draws, ParameterSpace, spread
 from kzlab.analysis.predict.parameters import (
     LIBM_OPS,
+    LONG_ROWS,
     MEASURED_SPREAD,
     BackendPerf,
+    CacheScheme,
     Parameter,
     observed_spread,
 )
@@ -65,6 +72,12 @@ class Prediction:
     seed: int = 0
     #: the compiled terms (re-evaluated on shared draws by `kzlab.analysis.predict.decide`); not serialised
     costs: CostModel | None = None
+    #: a first decode's total (p10 ... max): the warm total plus the buffers the device maps on their first use;
+    #: empty where nothing is mapped lazily
+    first_range: dict[str, float] = field(default_factory=dict)
+    #: what the first decode adds (p50 ms), and how many buffers it maps
+    first_ms: float = 0.0
+    first_buffers: int = 0
 
     @property
     def assumed(self) -> list[str]:
@@ -89,11 +102,15 @@ class Prediction:
             "copy_ms": self.copy_ms,
             "sync_ms": self.sync_ms,
             "cache_ms": self.cache_ms,
+            "total_of": "a warm decode (the device's buffers already mapped)",
             "seed": self.seed,
             "parameters": [p.to_dict() for p in self.parameters],
             "assumed": self.assumed,
             "notes": list(self.notes),
         }
+        if self.first_range:
+            d["first_decode"] = {"range": dict(self.first_range), "added_ms": self.first_ms,
+                                 "buffers_mapped": self.first_buffers, "what": FIRST_USE}
         if rows:
             d["nodes"], d["splits"] = list(self.nodes), list(self.splits)
         return d
@@ -109,6 +126,11 @@ class Prediction:
         lines.append(f"  input copies {self.copy_ms:.1f} ms, split synchronisation {self.sync_ms:.1f} ms, "
                      f"cache maintenance {self.cache_ms:.1f} ms (p50)")
         lines.append("  by stage (p50): " + ", ".join(f"{k} {v:.1f}" for k, v in self.by_stage_ms.items()))
+        if self.first_range:
+            f = self.first_range
+            lines.append(f"  a first decode: p10 {f['p10']:.1f}, p50 {f['p50']:.1f}, p90 {f['p90']:.1f} ms "
+                         f"(+{self.first_ms:.1f} ms p50: {self.first_buffers} buffer(s) mapped on first use); the "
+                         "total above is a warm decode's")
         lines.append("parameters:")
         lines += [f"  {p.text()}" for p in self.parameters]
         if self.assumed:
@@ -127,6 +149,9 @@ class Prediction:
         self.by_backend_ms = {b: v["p50"] for b, v in self.backend_ranges.items()}
         self.by_stage_ms = {s: v["p50"] for s, v in self.stage_ranges.items()}
         self.copy_ms, self.sync_ms, self.cache_ms = (float(np.median(ev[k])) for k in ("copy", "sync", "cache"))
+        if self.first_buffers:
+            self.first_range = spread(ev["total"] + ev["first"])
+            self.first_ms = float(np.median(ev["first"]))
         self.seed = draws.seed
         return ev["total"]
 
@@ -205,6 +230,35 @@ def _type_of(node: Any) -> str:
     return (types[0] if types else field_of(node, "type", "F32")) or "F32"
 
 
+def src1_rows(node: Any) -> int:
+    """A product's src1 rows (the activations' row count, ne[1] of src1): its shape class (`LONG_ROWS`); 0 for
+    another op."""
+    src = field_of(node, "src_ne") or []
+    if field_of(node, "op") != "MUL_MAT" or len(src) < 2 or len(src[1]) < 2:
+        return 0
+    return int(src[1][1])
+
+
+def node_rate(perf: BackendPerf, node: Any) -> Parameter:
+    """The rate a device node is priced at: by op, type, kernel path and, for a product, its shape class."""
+    return perf.rate(field_of(node, "op"), _type_of(node), field_of(node, "path", "") or "", src1_rows(node))
+
+
+def tensor_bytes(ne: Any, type_name: str) -> int:
+    """A tensor's bytes from its shape and type (4 bytes an element for a type the table lacks: an upper bound for
+    the outputs a device writes, F32 or narrower)."""
+    n = 1
+    for x in ne or ():
+        n *= int(x)
+    return int(n * TYPE_BYTES.get(str(type_name).upper(), 4.0))
+
+
+#: what a first decode pays that a warm one does not
+FIRST_USE = ("the device maps each of its buffers on the first batch that uses it (FASTRPC_MAP_FD_DELAYED at "
+             "registration, HAP_mmap2 on the DSP: ggml-hexagon.cpp 707321c4 line 219, htp/main.c lines 678-705): "
+             "a first decode pays map_us per buffer, a warm one nothing; the total is a warm decode's")
+
+
 #: the spread given to an op time measured alone (test-backend-ops, bench-ops): in a decode it runs between other
 #: ops, with other cache contents
 OP_SPREAD = 0.08
@@ -219,7 +273,7 @@ def device_node_ms(
     if est is not None:
         return est.time_us / 1e3, f"measured ({est.how})"
     flops, nbytes = int(field_of(node, "flops", 0)), int(field_of(node, "bytes", 0))
-    rate, bw = perf.rate(op, _type_of(node), field_of(node, "path", "") or ""), perf.bandwidth_for(op)
+    rate, bw = node_rate(perf, node), perf.bandwidth_for(op)
     if used is not None:
         used.update({rate.name, bw.name, perf.launch_us.name})
     t = max(flops / (rate.value * 1e9), nbytes / (bw.value * 1e9)) * 1e3
@@ -366,6 +420,8 @@ def predict(
     seen: dict[str, int] = {}
     measured_params: dict[str, Parameter] = {}
     node_cpu: list[float] = []  # each node's profiled CPU ms (0 off the CPU): the contention term's input
+    long_hmx: list[tuple[int, str]] = []  # (src1 rows, rate) of the HMX products past the public figures' shapes
+    device_ops: dict[str, int] = {}  # ops each device backend runs (views excluded)
     for n in nodes:
         name, op, b = field_of(n, "name"), field_of(n, "op"), field_of(n, "backend")
         occurrence = seen.get(name, 0)
@@ -415,11 +471,14 @@ def predict(
                 if pf is None:
                     raise InvalidInputError(f"no performance model for backend {b!r} (node {name})")
                 used_perf.add(key)
+                device_ops[key] = device_ops.get(key, 0) + 1
                 t, how = device_node_ms(n, pf, est, used)
                 if how == "roofline":
                     cm.roof_flops.append(float(field_of(n, "flops", 0)))
                     cm.roof_bytes.append(float(field_of(n, "bytes", 0)))
-                    cm.roof_rate_p.append(pf.rate(op, _type_of(n), field_of(n, "path", "") or "").name)
+                    cm.roof_rate_p.append(node_rate(pf, n).name)
+                    if field_of(n, "path", "") == "hmx" and src1_rows(n) > LONG_ROWS:
+                        long_hmx.append((src1_rows(n), cm.roof_rate_p[-1]))
                     cm.roof_bw_p.append(pf.bandwidth_for(op).name)
                     cm.roof_launch_p.append(pf.launch_us.name)
                     cm.roof_stage.append(si)
@@ -447,8 +506,13 @@ def predict(
             f"the cpu profile has no time for {len(missing)} node(s) of this graph (first: {missing[0]}): "
             "it is of another graph"
         )
-    # the device whose buffers are shared with the CPU without coherence: bytes crossing pay cache maintenance
+    # the device whose buffers are shared with the CPU without coherence: its cache is maintained, per op where its
+    # profile states how ([perf.cache]), else by address over the bytes crossing
     shared = [k for k in perf if k not in CPU_NAMES and perf[k].cache_maintenance]
+    spans = split_spans(splits, len(nodes))
+    out_bytes = {}  # a node's output bytes by name (a split input is named after the tensor it copies)
+    for n in nodes:
+        out_bytes.setdefault(field_of(n, "name"), tensor_bytes(field_of(n, "ne"), field_of(n, "type", "F32")))
     split_rows = []
     for i, s in enumerate(splits):
         b = field_of(s, "backend")
@@ -457,6 +521,7 @@ def predict(
         st = field_of(s, "stage", "") or "(graph)"
         si = cm.stage_index(st)
         copy = sync = cache = 0.0
+        row: dict[str, Any] = {}
         if key in perf:
             p = perf[key]
             used_perf.add(key)
@@ -468,19 +533,38 @@ def predict(
             used.add(p.sync_us.name)
             cm.split_terms.append(("sync", 1.0, p.sync_us.name, si))
             owner = key if key in shared else (shared[0] if len(shared) == 1 and key in CPU_NAMES else None)
-            if nbytes and owner is not None:
+            scheme = perf[owner].cache if owner is not None else None
+            if scheme is not None and spans is not None:
+                # the device maintains its cache around its own ops; the host flushes only its message buffer
+                if owner == key:
+                    ops = [n for n in nodes[spans[i][0]:spans[i][1]] if field_of(n, "op") not in VIEW_OPS]
+                    cache, row = _per_op_cache(cm, s, ops, scheme, perf[owner], out_bytes, si, used)
+                    used_perf.add(owner)
+            elif nbytes and owner is not None:
                 q = perf[owner].cache_gbs
                 used_perf.add(owner)
                 used.add(q.name)
                 cache = nbytes / (q.value * 1e9) * 1e3
                 cm.split_terms.append(("cache", float(nbytes), q.name, si))
         split_rows.append({"index": i, "backend": b, "input_bytes": nbytes, "copy_ms": copy, "sync_ms": sync,
-                           "cache_ms": cache, "stage": field_of(s, "stage", "")})
+                           "cache_ms": cache, "stage": field_of(s, "stage", ""), **row})
+    if shared and any(perf[k].cache is not None for k in shared) and spans is None and splits:
+        notes.append("the splits do not cover the nodes in order: no per-op cache maintenance is priced")
+    first = _first_use(cm, perf, device_ops, config, used, notes)
+    if long_hmx:
+        rates = sorted({r for _, r in long_hmx})
+        extrapolated = [r for r in rates if not r.endswith(".long")]
+        notes.append(f"{len(long_hmx)} HMX product(s) have more than {LONG_ROWS} src1 rows (up to "
+                     f"{max(x for x, _ in long_hmx)}), past every public HMX figure's shape: priced at "
+                     f"{', '.join(rates)}" + (" (one rate for every shape, extrapolated to them)" if extrapolated
+                                              else " (a rate of its own, no public figure at that shape)"))
     _contention(cm, splits, node_cpu if times is not None else [], perf, split_rows, used, used_perf,
                 factor["other"])
     for key in sorted(used_perf):
         p = perf[key]
         params += [q for q in p.parameters() if q.name in used]
+        if p.hardware is not None:  # the fixed facts its rates' bounds derive from, with their SoC
+            params += p.hardware.parameters(p.backend)
         if p.host_visible_copies and any(s["input_bytes"] for s in split_rows if s["backend"].lower() == key):
             params.append(
                 Parameter(
@@ -493,11 +577,92 @@ def predict(
     params += list(measured_params.values())
     space = ParameterSpace()
     space.add(params)
-    pred = Prediction(0.0, {}, {}, 0.0, 0.0, params, rows, split_rows, notes, costs=cm)
+    pred = Prediction(0.0, {}, {}, 0.0, 0.0, params, rows, split_rows, notes, costs=cm, first_buffers=first)
     pred.nominal_ms = float(sum(r["ms"] for r in rows) + sum(s["copy_ms"] + s["sync_ms"] + s["cache_ms"]
                                                                + s.get("contention_ms", 0.0) for s in split_rows))
     pred.apply(space.sample(draws, seed))
     return pred
+
+
+def split_spans(splits: list[Any], n_nodes: int) -> list[tuple[int, int]] | None:
+    """Each split's [start, end) in the node list (splits cover the nodes in order), or None when they do not add
+    up to the nodes."""
+    start, out = 0, []
+    for s in splits:
+        n = int(field_of(s, "n_nodes", 0))
+        out.append((start, start + n))
+        start += n
+    return out if splits and start == n_nodes else None
+
+
+def _input_sizes(split: Any, out_bytes: dict[str, int]) -> list[int]:
+    """The bytes of each input a split copies: a node's output where the input is named after one, the rest of the
+    split's input bytes shared evenly among the others (graph inputs, weights copied from the CPU, views)."""
+    names = list(field_of(split, "inputs") or [])
+    n = max(int(field_of(split, "n_inputs", len(names)) or 0), len(names))
+    known = [out_bytes[x] for x in names if x in out_bytes]
+    unknown = n - len(known)
+    rest = max(int(field_of(split, "input_bytes", 0)) - sum(known), 0)
+    return known + ([rest // unknown] * unknown if unknown else [])
+
+
+def _per_op_cache(cm: CostModel, split: Any, ops: list[Any], scheme: CacheScheme, p: BackendPerf,
+                  out_bytes: dict[str, int], si: int, used: set[str]) -> tuple[float, dict[str, Any]]:
+    """The cache maintenance of one device split, as the device's source does it: each op's output (and, where
+    `scheme.inputs`, each input the CPU wrote, before its first use in the batch) above `flush_all_bytes` is one
+    flush of the whole data cache, a smaller one a clean and invalidate by address over its bytes; plus the
+    whole-cache flushes per batch. Adds the terms (per stage: an op's own) and returns (ms at the stated values,
+    the split row's counts)."""
+    flushes: dict[int, float] = {}
+    by_addr: dict[int, float] = {}
+
+    def one(nbytes: int, stage: int) -> None:
+        if nbytes > scheme.flush_all_bytes:
+            flushes[stage] = flushes.get(stage, 0.0) + 1.0
+        elif nbytes > 0:
+            by_addr[stage] = by_addr.get(stage, 0.0) + float(nbytes)
+
+    if scheme.inputs and ops:
+        for nbytes in _input_sizes(split, out_bytes):
+            one(nbytes, si)
+    for n in ops:
+        one(tensor_bytes(field_of(n, "ne"), field_of(n, "type", "F32")),
+            cm.stage_index(field_of(n, "stage", "") or "(graph)"))
+    if ops and scheme.batch_flushes:
+        batches = -(-len(ops) // scheme.batch_ops)
+        flushes[si] = flushes.get(si, 0.0) + float(scheme.batch_flushes * batches)
+    for stage, count in flushes.items():
+        cm.split_terms.append(("flush", count, p.l2flush_us.name, stage))
+    for stage, nbytes in by_addr.items():
+        cm.split_terms.append(("cache", nbytes, p.cache_gbs.name, stage))
+    if flushes:
+        used.add(p.l2flush_us.name)
+    if by_addr:
+        used.add(p.cache_gbs.name)
+    n_flush, n_bytes = sum(flushes.values()), sum(by_addr.values())
+    ms = n_flush * p.l2flush_us.value / 1e3 + n_bytes / (p.cache_gbs.value * 1e9) * 1e3
+    return ms, {"cache_flushes": int(n_flush), "cache_bytes_by_address": int(n_bytes)}
+
+
+def _first_use(cm: CostModel, perf: dict[str, BackendPerf], device_ops: dict[str, int], config: dict[str, Any],
+               used: set[str], notes: list[str]) -> int:
+    """The buffers a device maps on their first use (`map_us`): its compute buffer, and its weights' buffer where
+    the weights are on it (one each: ggml-hexagon's buffers hold up to 1 GiB, opt_mbuf). A first decode's addition,
+    kept out of the total. Returns how many."""
+    total = 0
+    weights_on = str(config.get("weights_on", "")).lower()
+    for key, n_ops in sorted(device_ops.items()):
+        p = perf.get(key)
+        if p is None or p.map_us is None or not n_ops:
+            continue
+        n = 1 + (weights_on == key.lower())
+        cm.split_terms.append(("first", float(n), p.map_us.name, 0))
+        used.add(p.map_us.name)
+        total += n
+        notes.append(f"a first decode maps {n} {p.backend} buffer(s) on their first use ({p.map_us.name} each, "
+                     "beside the total): the total is a warm decode's; two decodes in one process, each timed, "
+                     "measure both")
+    return total
 
 
 def _factor_kind(op: str, libm: bool) -> str:

@@ -1,0 +1,300 @@
+"""Every capability profile against the ops kzlab's decoder families build, and the CUDA profile against its source.
+
+The graphs of both families' tiny files over the main lowering variants (both modes, one frame and several) give
+the set of ops kzlab ever hands a scheduler, each with its types and layouts: its signature. Every profile must
+answer each (accepted, or refused by a named rule: a rule of rules.RULES, or `not-listed` for an op its backend's
+supports_op switch does not name), and the CUDA profile's answers must be the ones read off ggml-cuda's
+supports_op by hand (CUDA_SOURCE below, with the lines of ggml-org/ggml eced84c8, v0.15.3, the ggml ggml-python
+0.0.45 vendors, src/ggml-cuda/ggml-cuda.cu). A signature the families start to build that the table lacks fails
+the test until someone reads the source for it: the profile cannot drift from the source unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+from ggml import ggml as g
+
+from kzlab.analysis.placement import capabilities
+from kzlab.analysis.placement.graph import build
+from kzlab.analysis.placement.rules import RULES, addr, cuda_conv2d_dw_kernel_layout
+from kzlab.app.builtins import resolve_model
+from kzlab.arch import not_applicable
+from kzlab.graph.options import Lowering
+from kzlab.loader import load_model
+
+FAMILIES = ("tiny", "wavtokenizer-tiny")  # Qwen3-TTS 12 Hz and WavTokenizer, the tiny files
+#: several frames, and one (WavTokenizer's one-frame depthwise conv is an SSM_CONV)
+FRAMES = (4, 1)
+#: portable graphs (what a device is handed): every conv lowering and operand order, every weight type, each other
+#: option's ggml-op alternatives; fast graphs (the CPU's): kzlab's fused nodes and CPU-side joins (SET)
+PORTABLE = (
+    [{"conv": c, "conv_src1": s} for c in ("ktap", "ktap-acc", "im2col-f32", "im2col-f16") for s in ("data", "kernel")]
+    + [{"wtype": w} for w in ("f32", "f16", "bf16", "q8_0")]
+    + [{"conv": "ktap", "conv_src1": "data", "wtype": w} for w in ("bf16", "q8_0")]
+    + [{"convt": "direct"}, {"convt": "direct", "wtype": "f16"}, {"snake": "raw"}, {"mm_chunk": 16}]
+    + [{"conv_tile": 64}, {"gelu": "tanh"}, {"istft": "graph"}, {"dwconv": "taps"}]
+)
+FAST = [{}, {"conv": "im2col-f32", "conv_tile": 64}]
+
+
+def layout(t) -> str:
+    """A tensor's layout as the supports_op conditions tell layouts apart: contiguous, channels-contiguous
+    (ggml_is_contiguous_channels), packed rows contiguous past dim 2 or 1 (rows+c2, rows+c1), packed rows only
+    (rows), or strided elements."""
+    if g.ggml_is_contiguous(t):
+        return "contiguous"
+    if g.ggml_is_contiguous_channels(t):
+        return "channels"
+    if int(t.contents.nb[0]) == g.ggml_type_size(t.contents.type):
+        return "rows+c2" if g.ggml_is_contiguous_2(t) else "rows+c1" if g.ggml_is_contiguous_1(t) else "rows"
+    return "strided"
+
+
+def type_name(ty: int) -> str:
+    return g.ggml_type_name(ty).decode().upper()
+
+
+#: shape facts a CUDA condition reads besides types and layouts, per op
+FACTS = {"SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0}"}
+
+
+def signature(t) -> tuple[str, str, str, str, str]:
+    """(op, result type, sources as TYPE:layout, result layout, shape facts) of a node."""
+    op = g.ggml_op_desc(t).decode()
+    srcs = [t.contents.src[i] for i in range(g.GGML_MAX_SRC) if t.contents.src[i]]
+    src_text = " ".join(f"{type_name(s.contents.type)}:{layout(s)}" for s in srcs)
+    facts = FACTS[op](t) if op in FACTS else ""
+    return op, type_name(t.contents.type), src_text, layout(t), facts
+
+
+class _Env:
+    """Weights in the profile's own buffer (as `simulate` puts them by default), everything else unallocated."""
+
+    def __init__(self, kinds: dict[int, str]):
+        self.kinds = kinds
+
+    def buffer_kind(self, t) -> str | None:
+        return self.kinds.get(addr(t))
+
+
+@dataclass
+class Table:
+    """Per signature, the families that build it and each profile's answers ("accept" or the refusing rule)."""
+
+    families: dict[tuple, set[str]] = field(default_factory=lambda: defaultdict(set))
+    answers: dict[tuple, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    #: CONV_2D_DW nodes whose layout ggml-cuda's kernel would abort on
+    dw_kernel: list[str] = field(default_factory=list)
+    graphs: int = 0
+
+    def text(self) -> str:
+        """The table as text: one line per signature, one column per profile."""
+        names = sorted({p for a in self.answers.values() for p in a})
+        lines = ["op | type | sources | layout | facts | " + " | ".join(names)]
+        for sig in sorted(self.answers):
+            cells = ["/".join(sorted(self.answers[sig][n])) for n in names]
+            lines.append(" | ".join([*sig, *cells]))
+        return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    profiles = [capabilities.load(n) for n in capabilities.names()]
+    out = Table()
+    for family in FAMILIES:
+        model = load_model(resolve_model(family))
+        absent = not_applicable(model.hparams)
+        plans = [Lowering(**v).resolve(cpu_only=False, absent=absent) for v in PORTABLE]
+        plans += [Lowering(**v).resolve(cpu_only=True, absent=absent) for v in FAST]
+        for frames in FRAMES:
+            for plan in plans:
+                gr = build(model, plan, frames)
+                out.graphs += 1
+                try:
+                    nodes = [gr.gf.contents.nodes[i] for i in range(gr.gf.contents.n_nodes)]
+                    sigs = [signature(t) for t in nodes]
+                    for sig in sigs:
+                        out.families[sig].add(family)
+                    for p in profiles:
+                        env = _Env({addr(t): p.buffer.kind for t in gr.weights.tensors.values()})
+                        for t, sig in zip(nodes, sigs, strict=True):
+                            why = p.refusal(t, env)
+                            out.answers[sig][p.name].add("accept" if why is None else why[0])
+                    for t, sig in zip(nodes, sigs, strict=True):
+                        if sig[0] == "CONV_2D_DW" and (why := cuda_conv2d_dw_kernel_layout(t)):
+                            out.dw_kernel.append(f"{family} {plan.label()}: {why}")
+                finally:
+                    gr.free()
+    return out
+
+
+# ---- ggml-cuda's supports_op, read by hand ------------------------------------------------------------------
+# (op, result type, sources, result layout, facts) -> (answer, ggml-cuda.cu eced84c8 lines). The answer is
+# "accept" or the profile's rule that refuses, as the source's condition says for these operands.
+C = "contiguous"
+CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
+    # views and no-ops: true (5341-5345)
+    ("NONE", "F32", "", C, ""): ("accept", "5341"),
+    ("RESHAPE", "F32", f"F32:{C}", C, ""): ("accept", "5342"),
+    ("RESHAPE", "F16", f"F16:{C}", C, ""): ("accept", "5342"),
+    ("VIEW", "F32", f"F32:{C}", C, ""): ("accept", "5343"),
+    ("VIEW", "F32", f"F32:{C}", "rows+c2", ""): ("accept", "5343"),
+    ("VIEW", "F32", "F32:channels", C, ""): ("accept", "5343"),
+    ("VIEW", "F16", f"F16:{C}", C, ""): ("accept", "5343"),
+    ("VIEW", "BF16", f"BF16:{C}", C, ""): ("accept", "5343"),
+    ("VIEW", "Q8_0", f"Q8_0:{C}", C, ""): ("accept", "5343"),
+    ("VIEW", "I32", f"I32:{C}", C, ""): ("accept", "5343"),
+    ("PERMUTE", "F32", f"F32:{C}", C, ""): ("accept", "5344"),
+    ("PERMUTE", "F32", f"F32:{C}", "channels", ""): ("accept", "5344"),
+    ("PERMUTE", "F32", f"F32:{C}", "rows+c2", ""): ("accept", "5344"),
+    ("PERMUTE", "F32", f"F32:{C}", "strided", ""): ("accept", "5344"),
+    ("TRANSPOSE", "F32", f"F32:{C}", C, ""): ("accept", "5345"),
+    ("TRANSPOSE", "F32", f"F32:{C}", "strided", ""): ("accept", "5345"),
+    # SCALE, SQR, SIN, COS, CLAMP: true whatever the layout (5348-5355)
+    ("SCALE", "F32", f"F32:{C}", C, ""): ("accept", "5348"),
+    ("SQR", "F32", f"F32:{C}", C, ""): ("accept", "5349"),
+    ("SIN", "F32", f"F32:{C}", C, ""): ("accept", "5351"),
+    ("SIN", "F32", "F32:rows+c2", C, ""): ("accept", "5351"),
+    ("COS", "F32", f"F32:{C}", C, ""): ("accept", "5352"),
+    ("COS", "F32", "F32:rows+c2", C, ""): ("accept", "5352"),
+    ("CLAMP", "F32", f"F32:{C}", C, ""): ("accept", "5353"),
+    # ADD, SUB, MUL, DIV: F32/F16 operands and result, no layout condition (5356-5362)
+    ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5356-5362"),
+    ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): ("accept", "5356-5362"),
+    ("MUL", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5358-5362"),
+    ("DIV", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5359-5362"),
+    # unary ops: ggml_is_contiguous(src0) (5077-5103)
+    ("EXP", "F32", f"F32:{C}", C, ""): ("accept", "5092, 5103"),
+    ("EXP", "F32", "F32:rows+c2", C, ""): ("contiguous_src0", "5092, 5103"),  # the in-graph iSTFT's exp of a view
+    ("GELU", "F32", f"F32:{C}", C, ""): ("accept", "5083, 5103"),
+    ("GELU_ERF", "F32", f"F32:{C}", C, ""): ("accept", "5089, 5103"),
+    ("SILU", "F32", f"F32:{C}", C, ""): ("accept", "5084, 5103"),
+    # MUL_MAT: an F16 src1 needs an F16 src0 (5140-5142); src0's type in the list (5156-5186)
+    ("MUL_MAT", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5157"),
+    ("MUL_MAT", "F32", "F32:rows+c2 F32:rows+c2", C, ""): ("accept", "5157"),
+    ("MUL_MAT", "F32", f"F16:{C} F32:{C}", C, ""): ("accept", "5158"),
+    ("MUL_MAT", "F32", f"F16:{C} F16:{C}", C, ""): ("accept", "5140, 5158"),
+    ("MUL_MAT", "F32", f"BF16:{C} F32:{C}", C, ""): ("accept", "5182"),
+    ("MUL_MAT", "F32", f"Q8_0:{C} F32:{C}", C, ""): ("accept", "5164"),
+    # GET_ROWS: the table's type in the list (5192-5206)
+    ("GET_ROWS", "F32", f"F32:{C} I32:{C}", C, ""): ("accept", "5194"),
+    ("GET_ROWS", "F32", f"F16:{C} I32:{C}", C, ""): ("accept", "5193"),
+    ("GET_ROWS", "F32", f"BF16:{C} I32:{C}", C, ""): ("accept", "5195"),
+    ("GET_ROWS", "F32", f"Q8_0:{C} I32:{C}", C, ""): ("accept", "5202"),
+    # SET: F32 or I32, one type (5220-5225)
+    ("SET", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5220-5225"),
+    # REPEAT: F32/F16 (5293-5298)
+    ("REPEAT", "F32", f"F32:{C}", C, ""): ("accept", "5293-5298"),
+    # CONCAT: one plain type of 4 bytes, no layout condition (5301-5313)
+    ("CONCAT", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5301-5313"),
+    ("CONCAT", "F32", f"F32:{C} F32:rows+c2", C, ""): ("accept", "5301-5313"),
+    ("CONCAT", "F32", "F32:rows+c2 F32:rows+c2", C, ""): ("accept", "5301-5313"),
+    # CONV_TRANSPOSE_1D: F32 kernel and input (5314-5322)
+    ("CONV_TRANSPOSE_1D", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5318"),
+    ("CONV_TRANSPOSE_1D", "F32", f"F16:{C} F32:{C}", C, ""): ("cuda_conv_transpose_1d", "5318, 5321"),
+    # COL2IM_1D: contiguous F32 in and out (5323-5330)
+    ("COL2IM_1D", "F32", f"F32:{C}", C, ""): ("accept", "5326-5329"),
+    # NORM, RMS_NORM: contiguous rows (5334-5337)
+    ("NORM", "F32", f"F32:{C}", C, ""): ("accept", "5334, 5337"),
+    ("RMS_NORM", "F32", f"F32:{C}", C, ""): ("accept", "5335, 5337"),
+    # SSM_CONV: src0's ne[1] a multiple of 128 (5374-5377): 64 channels in the tiny WavTokenizer, 768 at full size
+    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=False"): ("cuda_ssm_conv", "5376"),
+    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True"): ("accept", "5376"),
+    # CONT, SOFT_MAX: true (5378-5379, 5382-5383)
+    ("CONT", "F32", f"F32:{C}", C, ""): ("accept", "5378-5379"),
+    ("CONT", "F32", "F32:rows+c2", C, ""): ("accept", "5378-5379"),
+    ("CONT", "F32", "F32:strided", C, ""): ("accept", "5378-5379"),
+    ("SOFT_MAX", "F32", f"F32:{C}", C, ""): ("accept", "5382-5383"),
+    ("SOFT_MAX", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5382-5383"),
+    # ROPE: packed elements, contiguous past dim 2 (5394-5397)
+    ("ROPE", "F32", f"F32:{C} I32:{C}", C, ""): ("accept", "5396"),
+    # IM2COL, CONV_2D_DW: true (5398-5404; the depthwise kernel's own layout condition is checked apart)
+    ("IM2COL", "F32", f"F16:{C} F32:{C}", C, ""): ("accept", "5398, 5404"),
+    ("IM2COL", "F32", f"F16:{C} F32:rows+c2", C, ""): ("accept", "5398, 5404"),
+    ("IM2COL", "F16", f"F16:{C} F32:{C}", C, ""): ("accept", "5398, 5404"),
+    ("CONV_2D_DW", "F32", "F32:strided F32:channels", "channels", ""): ("accept", "5401, 5404"),
+    # ACC: both operands contiguous (5405-5408)
+    ("ACC", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5408"),
+    # GROUP_NORM: a contiguous src0 (5418-5421)
+    ("GROUP_NORM", "F32", f"F32:{C}", C, ""): ("accept", "5420-5421"),
+    # PAD: true (5422-5423)
+    ("PAD", "F32", f"F32:{C}", C, ""): ("accept", "5422-5423"),
+    # kzlab's fused CPU nodes: not in the switch (default, 5453-5454)
+    ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 2), C, ""): ("not-listed", "5453-5454"),
+    ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 3), C, ""): ("not-listed", "5453-5454"),
+    ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 4), C, ""): ("not-listed", "5453-5454"),
+    ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 5), C, ""): ("not-listed", "5453-5454"),
+    ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 9), C, ""): ("not-listed", "5453-5454"),
+}
+
+
+def test_every_profile_answers_every_op(table):
+    """Each profile answers each signature the families build: accepted, or refused by a rule it names."""
+    assert table.graphs == len(FAMILIES) * len(FRAMES) * (len(PORTABLE) + len(FAST))
+    ops = {sig[0] for sig in table.answers}
+    # the ops both families' lowerings reach (a family or lowering that stops building one is a change to look at)
+    for op in (
+        "MUL_MAT",
+        "IM2COL",
+        "COL2IM_1D",
+        "ACC",
+        "CONCAT",
+        "GROUP_NORM",
+        "CONV_2D_DW",
+        "SSM_CONV",
+        "CONV_TRANSPOSE_1D",
+        "ROPE",
+        "SET",
+        "CUSTOM",
+        "GELU_ERF",
+        "SIN",
+    ):
+        assert op in ops, op
+    names = set(capabilities.names())
+    known = set(RULES) | {"accept", "not-listed"}
+    for sig, per in table.answers.items():
+        assert set(per) == names, sig
+        for name, answers in per.items():
+            assert answers and answers <= known, (name, sig, answers)
+
+
+def test_cuda_answers_are_the_sources(table):
+    """The CUDA profile's answer for every signature is the one read off ggml-cuda's supports_op (CUDA_SOURCE)."""
+    missing = [sig for sig in table.answers if sig not in CUDA_SOURCE]
+    assert not missing, "signatures the families build that CUDA_SOURCE lacks (read ggml-cuda.cu for them):\n" + (
+        "\n".join(map(str, missing))
+    )
+    wrong = {
+        sig: (table.answers[sig]["cuda"], CUDA_SOURCE[sig])
+        for sig in table.answers
+        if table.answers[sig]["cuda"] != {CUDA_SOURCE[sig][0]}
+    }
+    assert not wrong, wrong
+
+
+def test_cuda_table_has_no_stale_rows(table):
+    """Every row of CUDA_SOURCE is a signature the families still build (but NONE, kept as the switch's first
+    case, and the one-frame SSM_CONV of a full-size WavTokenizer, which tests/test_cuda_profile.py builds)."""
+    kept = {("NONE", "F32", "", C, ""), ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True")}
+    stale = [sig for sig in CUDA_SOURCE if sig not in table.answers and sig not in kept]
+    assert not stale, stale
+
+
+def test_cuda_depthwise_kernel_runs(table):
+    """ggml-cuda accepts every CONV_2D_DW (line 5401) but its kernel aborts on an input neither contiguous nor
+    channels-contiguous (conv2d-dw.cu eced84c8 line 159): kzlab's depthwise convs never reach that abort."""
+    assert any(sig[0] == "CONV_2D_DW" for sig in table.answers)
+    assert not table.dw_kernel, table.dw_kernel
+
+
+def test_table_text(table):
+    """The table reads as one line per signature with every profile's answer."""
+    text = table.text()
+    lines = text.splitlines()
+    assert len(lines) == len(table.answers) + 1
+    assert "cuda" in lines[0] and "hexagon-v0.15.2" in lines[0]
+    acc = next(line for line in lines if line.startswith("ACC |"))
+    assert "accept" in acc and "not-listed" in acc  # CUDA takes ktap-acc's sums, ggml-hexagon does not

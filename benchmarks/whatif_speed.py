@@ -1,8 +1,9 @@
 """How long `kzlab whatif` makes the user wait: the seed's three configurations, 1,000 draws, cold (an empty
-profile cache: every graph is profiled on the CPU) and warm (the cached profiles reused), each in a fresh process
-as a user runs it. Targets: at most 60 s cold, at most 5 s warm, on 2 cores.
+cache: every graph is profiled on the CPU and every placement's decode emulated) and warm (the cached profiles and
+emulated figures reused), each in a fresh process as a user runs it. Targets: at most 60 s cold, at most 5 s warm,
+on 2 cores. `--extra "--no-accuracy --no-remedies"` times the answer without its correctness (time alone).
 
-    python benchmarks/whatif_speed.py [--model full-f16.gguf] [--runs 3]
+    python benchmarks/whatif_speed.py [--model full-f16.gguf] [--runs 3] [--extra "ARGS"]
 
 (`--model` defaults to the built-in full-size synthetic decoder, written into the cache on first use.)
 """
@@ -23,10 +24,10 @@ SEED = ["--frames", "31", "--conv", "im2col-f16", "--conv-src1", "data", "--resu
         "--target-ms", "800", "--draws", "1000", "-q"]
 
 
-def timed(model: str, cache: str) -> float:
+def timed(model: str, cache: str, extra: list[str]) -> float:
     env = dict(os.environ, KZLAB_CACHE=cache)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kzlab.cli", "whatif", model, *SEED], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "kzlab.cli", "whatif", model, *SEED, *extra], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
@@ -35,7 +36,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--extra", default="", help="more `kzlab whatif` arguments, e.g. '--no-accuracy --no-remedies'")
     args = ap.parse_args()
+    extra = args.extra.split()
     model = args.model
     if model is None:
         from kzlab.app.builtins import resolve_model
@@ -44,10 +47,11 @@ def main() -> None:
     colds, warms = [], []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as cache:
-            colds.append(timed(model, cache))
-            warms.append(timed(model, cache))
+            colds.append(timed(model, cache, extra))
+            warms.append(timed(model, cache, extra))
     cold, warm = statistics.median(colds), statistics.median(warms)
-    print(f"kzlab whatif, seed graph (31 frames), 3 configurations + cpu, 1000 draws, {os.cpu_count()} cores")
+    print(f"kzlab whatif {' '.join(extra)}, seed graph (31 frames), 3 configurations + cpu, 1000 draws, "
+          f"{os.cpu_count()} cores")
     print(f"cold (empty profile cache): median {cold:.1f} s of {', '.join(f'{x:.1f}' for x in colds)}  "
           f"target <= 60 s: {'met' if cold <= 60 else 'MISSED'}")
     print(f"warm (profiles cached):     median {warm:.1f} s of {', '.join(f'{x:.1f}' for x in warms)}  "

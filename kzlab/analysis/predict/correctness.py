@@ -12,7 +12,10 @@ costs.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,9 +55,12 @@ class Verdict:
 
 
 def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bound: float, emulate: bool,
-             threads: int | None, progress: Any = False) -> dict[str, Verdict]:
+             threads: int | None, progress: Any = False, cache: bool = True) -> dict[str, Verdict]:
     """Each placement's verdict: from its emulated decode (`emulate`), else from its known defects alone (then
-    a configuration without a defect is `correct: None`, not known)."""
+    a configuration without a defect is `correct: None`, not known). An emulated decode's figures are kept in this
+    process and, with `cache`, in `$KZLAB_CACHE/emulated/` (keyed by the file's hash, the placement's emulation
+    key, the codes, the bound and the code that computes them), as CPU profiles are: a what-if asked again does not
+    decode the same placements again."""
     from kzlab.analysis.emulate.device import emulate as run_emulation
     from kzlab.analysis.emulate.device import host_stages
     from kzlab.codes import random_codes
@@ -62,64 +68,106 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
     out: dict[str, Verdict] = {}
     if not emulate:
         for k, pl in placements.items():
-            n = pl.defect_nodes
-            acc = {"snr_db": None, "first_stage_below": None, "defect_nodes": n, "emulated": False}
-            out[k] = Verdict(False if n else None, acc, _defect_why(pl) if n else "not emulated")
+            out[k] = _unemulated(pl, "not emulated")
         return out
     codes = random_codes(model.hparams, frames, seed)
     host: dict[str, Any] = {}
     for i, (k, pl) in enumerate(placements.items()):
-        key = (_model_key(model), emulation_key(pl), frames, seed, float(bound))
-        res = _EMULATED.get(key)
-        if res is None:
+        key = emulation_cache_key(model, pl, frames, seed, bound)
+        summary = _recall(key, cache)
+        if summary is None:
             if not host:
                 host.update(host_stages(model, codes, threads))
             try:
                 res = run_emulation(model, placement=pl, codes=codes, host=host, bound=bound, threads=threads)
             except KzlabError as e:  # a product kzlab cannot emulate: its correctness is not known
-                n = pl.defect_nodes
-                acc = {"snr_db": None, "first_stage_below": None, "defect_nodes": n, "emulated": False}
-                out[k] = Verdict(False if n else None, acc, _defect_why(pl) if n else f"not emulated: {e}")
+                out[k] = _unemulated(pl, f"not emulated: {e}")
                 continue
-            _remember(key, res)
-        acc = {**res.accuracy(), "defect_nodes": pl.defect_nodes, "emulated": True}
+            summary = {"correct": res.correct, "accuracy": res.accuracy(), "failed_nodes": res.failed_nodes,
+                       "first_failure": res._first_failure() if res.failed_nodes else "",
+                       "nonfinite": res.nonfinite.get("wav", 0), "first_stage_below": res.first_stage_below}
+            _keep(key, summary, cache)
+        acc = {**summary["accuracy"], "defect_nodes": pl.defect_nodes, "emulated": True}
         why = ""
         if pl.defect_nodes:
             why = _defect_why(pl)
-        elif res.failed_nodes:
-            why = f"{res.failed_nodes} product(s) fail on the device ({res._first_failure()})"
-        elif not res.correct:
-            bad = res.nonfinite.get("wav", 0)
-            why = (f"{bad} non-finite samples" if bad else
-                   f"stage {res.first_stage_below} below {bound:g} dB against the host's F32 decode")
-        out[k] = Verdict(pl.defect_nodes == 0 and res.correct, acc, why)
+        elif summary["failed_nodes"]:
+            why = f"{summary['failed_nodes']} product(s) fail on the device ({summary['first_failure']})"
+        elif not summary["correct"]:
+            why = (f"{summary['nonfinite']} non-finite samples" if summary["nonfinite"] else
+                   f"stage {summary['first_stage_below']} below {bound:g} dB against the host's F32 decode")
+        out[k] = Verdict(pl.defect_nodes == 0 and bool(summary["correct"]), acc, why)
         if callable(progress):
             progress(i + 1, len(placements))
     return out
 
 
-#: emulated decodes of this process, by (model file, emulation_key, frames, seed, bound): a what-if asked again (the
-#: calibrated answer after the prior one) does not decode the same placements twice
-_EMULATED: dict[tuple, Any] = {}
-_MAX_REMEMBERED = 64
+def _unemulated(pl: Any, why: str) -> Verdict:
+    """A verdict without an emulated decode: wrong where the placement hits a known defect, else not known."""
+    n = pl.defect_nodes
+    acc = {"snr_db": None, "first_stage_below": None, "defect_nodes": n, "emulated": False}
+    return Verdict(False if n else None, acc, _defect_why(pl) if n else why)
 
 
-def _model_key(model: Any) -> tuple:
-    from pathlib import Path
+#: emulated decodes' figures of this process, by their cache key
+_EMULATED: dict[str, dict[str, Any]] = {}
 
-    p = Path(str(model.path))
+
+@functools.lru_cache(maxsize=1)
+def emulation_code_digest() -> str:
+    """A digest of the code an emulated decode's figures rest on besides the graph's: the device arithmetic, the
+    decode that applies it and the comparison."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in (root / "emulate" / "htp.py", root / "emulate" / "device.py", root / "accuracy.py"):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def emulation_cache_key(model: Any, pl: Any, frames: int, seed: int, bound: float) -> str:
+    """The digest of everything an emulated decode's figures rest on."""
+    from kzlab.analysis.profile_cache import file_digest, graph_code_digest
+    from kzlab.environment import versions
+
+    v = versions()
+    key = {"model_sha256": file_digest(model.path), "placement": emulation_key(pl), "frames": int(frames),
+           "seed": int(seed), "bound": float(bound), "graph_code": graph_code_digest(),
+           "emulation_code": emulation_code_digest(), "kzlab": v.get("kzlab"), "ggml": v.get("ggml"),
+           "ggml_cpu_libm": v.get("ggml_cpu_libm")}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _cache_file(key: str) -> Path:
+    from kzlab.formats.named import cache_dir
+
+    return cache_dir() / "emulated" / f"emulated-{key}.json"
+
+
+def _recall(key: str, cache: bool) -> dict[str, Any] | None:
+    if key in _EMULATED:
+        return _EMULATED[key]
+    if not cache:
+        return None
     try:
-        st = p.stat()
-        return str(p.resolve()), st.st_size, st.st_mtime_ns
-    except OSError:
-        return str(p), id(model)
+        d = json.loads(_cache_file(key).read_text())
+    except (OSError, ValueError):
+        return None
+    _EMULATED[key] = d
+    return d
 
 
-def _remember(key: tuple, res: Any) -> None:
-    if len(_EMULATED) >= _MAX_REMEMBERED:
-        _EMULATED.pop(next(iter(_EMULATED)))
-    res.wav = res.host_wav = None  # the figures are what the what-if keeps, not the audio
-    _EMULATED[key] = res
+def _keep(key: str, summary: dict[str, Any], cache: bool) -> None:
+    _EMULATED[key] = summary
+    if not cache:
+        return
+    p = _cache_file(key)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, default=str))
+        tmp.replace(p)
+    except OSError:  # an unwritable cache costs time, never the answer
+        pass
 
 
 def _defect_why(pl: Any) -> str:

@@ -377,7 +377,7 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
                 placements[v.name] = place(v)
                 variants.append(v)
     bound_db = DEFAULT_BOUND_DB if bound is None else float(bound)
-    verdict = verdicts(m, placements, frames, seed, bound_db, accuracy, threads, progress)
+    verdict = verdicts(m, placements, frames, seed, bound_db, accuracy, threads, progress, cache=cache)
     wrong = {k for k, v in verdict.items() if v.correct is False}
     preds = {k: pl.predicted for k, pl in placements.items()}
     space = ParameterSpace.shared_by(preds)

@@ -168,7 +168,8 @@ NO_GGML = [
     "kzlab.errors", "kzlab.version", "kzlab.codes", "kzlab.audio", "kzlab.progress", "kzlab.model", "kzlab.formats",
     "kzlab.loader",
     "kzlab.graph.options", "kzlab.graph.prepared", "kzlab.graph.fused.kernels", "kzlab.graph.fused.threads",
-    "kzlab.analysis.flops", "kzlab.analysis.evolution", "kzlab.analysis.trace", "kzlab.plots", "kzlab.report",
+    "kzlab.analysis.emulate.htp", "kzlab.analysis.flops", "kzlab.analysis.evolution", "kzlab.analysis.trace",
+    "kzlab.plots", "kzlab.report",
     "kzlab.app", "kzlab.cli", "kzlab.commands",
 ]
 

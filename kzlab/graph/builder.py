@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from ggml import ggml as g
 
+from kzlab.errors import InvalidOptionError
 from kzlab.graph import fused
 from kzlab.graph.options import LoweringPlan
 from kzlab.graph.prepared import Prepared
@@ -283,6 +284,14 @@ class GraphBuilder:
             parts = nxt
         return parts[0]
 
+    def room(self, tensors: int, why: str) -> None:
+        """Refuse (InvalidOptionError) before the graph's context runs out of room for `tensors` more tensors: ggml
+        would abort the process (GGML_ASSERT in ggml_new_tensor), and in Jupyter the user's kernel with it."""
+        left = int(g.ggml_get_mem_size(self.ctx)) - int(g.ggml_used_mem(self.ctx))
+        if tensors * int(g.ggml_tensor_overhead()) > left:
+            raise InvalidOptionError(f"{why}: the graph would need more than its {MAX_NODES} tensors; ask for fewer "
+                                     "pieces (a larger mm_chunk, or fewer frames)")
+
     # ---- matrix products ------------------------------------------------------------------------------
     def mul_mat(self, a, b):
         """ggml_mul_mat(a, b), split into chunks of at most mm_chunk rows of src1 when asked."""
@@ -291,6 +300,8 @@ class GraphBuilder:
         rows = ne_b[1] * ne_b[2] * ne_b[3]
         if not n or rows <= n or ne_b[2] * ne_b[3] != 1:
             return g.ggml_mul_mat(self.ctx, a, b)
+        chunks = -(-rows // n)
+        self.room(3 * chunks, f"mm_chunk={n} splits a product of {rows} src1 rows into {chunks} chunks")
         parts = []
         nb1 = int(b.contents.nb[1])
         for s in range(0, rows, n):

@@ -159,7 +159,10 @@ def _matrix(name: str, w: Weight, values_fn, ne: tuple[int, ...], type_name: str
             return np.ascontiguousarray(values_fn(np.asarray(w.data).reshape(w.shape))).reshape(-1)
 
         return lazy(name, type_name, ne, np.float16 if w.type == "F16" else np.float32, make, w.role, widen=widen)
-    return Prepared(name, type_name, ne, encode(values_fn(w.f32()), type_name), w.role)
+    # rows of ne[0] values, the tensor's row in ggml's order (a quantized type's blocks run along it), whatever
+    # numpy shape values_fn keeps (an im2col kernel [C_out, C_in, K] is a [C_out, C_in * K] matrix)
+    values = np.ascontiguousarray(values_fn(w.f32())).reshape(-1, ne[0])
+    return Prepared(name, type_name, ne, encode(values, type_name), w.role)
 
 
 def prepare_weights(model: Model, low: LoweringPlan) -> dict[str, Prepared]:

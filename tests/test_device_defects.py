@@ -128,7 +128,7 @@ def test_compare_device_cli(tmp_path):
 def test_whatif_never_recommends_wrong_output(isolated_cache):
     m = kzlab.load_model(F32)
     configs = ["v0.15.3=hexagon-v0.15.3", "v0.15.3-f32cols=hexagon-v0.15.3,conv=im2col-f32"]
-    w = ask_whatif(m, configs, lowering=kzlab.Lowering(**SEED), frames=8)
+    w = ask_whatif(m, configs, lowering=kzlab.Lowering(**SEED), frames=8, target_ms=100.0)
     d = w.to_dict()
     assert d["configs"]["v0.15.3"]["correct"] is False
     assert d["configs"]["v0.15.3"]["accuracy"]["defect_nodes"] > 0
@@ -141,4 +141,8 @@ def test_whatif_never_recommends_wrong_output(isolated_cache):
     variants = d["configs"]["v0.15.3"]["correct_variants"]
     assert {v["remedy"] for v in variants} == {"hmx=0", "profile=hexagon-78c531d"}
     assert all(d["configs"][v["name"]]["variant_of"] == "v0.15.3" for v in variants)
+    # what reaching the target takes starts from the right audio: `needs` names the correct variants
+    assert [v["name"] for v in d["configs"]["v0.15.3"]["needs"]["correct_variants"]] == [
+        v["name"] for v in variants if v["correct"]]
+    assert d["configs"]["v0.15.3"]["needs"]["text"].startswith("the right audio first")
     assert "WRONG OUTPUT" in w.summary() and "recommended:" in w.summary()

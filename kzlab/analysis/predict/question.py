@@ -418,6 +418,16 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         for k, pl in placements.items():
             dev = None if k == CPU_CONFIG else pl.config["backends"][0]
             dec.configs[k]["needs"] = needs(pl.predicted.costs, shared, target_ms, pl.nodes, pl.predicted.nodes, dev)
+    for s in specs:  # what reaching the target takes starts from the right audio
+        need = dec.configs[s.name].get("needs")
+        if need is not None and s.name in wrong and dec.configs[s.name].get("correct_variants"):
+            right = [c for c in dec.configs[s.name]["correct_variants"] if c["correct"]]
+            need["correct_variants"] = right
+            need["text"] = (f"the right audio first: {s.name} computes wrong output; its correct variants on the "
+                            "same draws: " + ("; ".join(f"[{c['remedy']}] p50 {c['range']['p50']:.0f} ms, "
+                                                        f"P(<= target) {dec.target.get(c['name'], 0.0):.2f}"
+                                                        for c in right) or "none")
+                            + f". As it is: {need['text']}")
     for s in specs:
         dec.notes += added_op_notes(s, placements[s.name])
     chosen = dec.decision.get("a")

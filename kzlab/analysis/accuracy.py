@@ -143,7 +143,7 @@ class Accuracy:
         low = min(worst, key=lambda s: s.snr_db) if worst else None
         where = self.first_below
         text = (f"B against A over {self.frames} frames: "
-                + (f"lowest {_db(low.snr_db)} at {low.stage}; " if low else "")
+                + (f"lowest {db_text(low.snr_db)} at {low.stage}; " if low else "")
                 + (f"first stage below {self.bound_db:g} dB: {where}" if where
                    else f"every stage at or above {self.bound_db:g} dB"))
         ms = [f"{self.a['decode_ms']:.2f} ms (A)"] if self.a.get("decode_ms") else []
@@ -154,7 +154,7 @@ class Accuracy:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["stages"] = [{**asdict(s), "shape": list(s.shape), "snr_db": _jsonable(s.snr_db)} for s in self.stages]
+        d["stages"] = [{**asdict(s), "shape": list(s.shape), "snr_db": jsonable_db(s.snr_db)} for s in self.stages]
         d["first_below"] = self.first_below
         return d
 
@@ -165,11 +165,15 @@ class Accuracy:
         return p
 
 
-def _db(x: float) -> str:
+def db_text(x: float | None) -> str:
+    """An SNR as a table shows it: `exact`, `52.3 dB`, or `-` where there is none."""
+    if x is None:
+        return "-"
     return "exact" if math.isinf(x) and x > 0 else f"{x:.1f} dB"
 
 
-def _jsonable(x: float | None) -> float | str | None:
+def jsonable_db(x: float | None) -> float | str | None:
+    """An SNR as JSON can hold it: `inf` and `-inf` as text."""
     return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 

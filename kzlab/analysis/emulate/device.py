@@ -23,6 +23,7 @@ import ctypes
 import math
 import time
 import wave
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,15 @@ from typing import Any
 import numpy as np
 from ggml import ggml as g
 
-from kzlab.analysis.accuracy import DEFAULT_BOUND_DB, OUTPUT, StageAccuracy, read_reference, stage_accuracy
+from kzlab.analysis.accuracy import (
+    DEFAULT_BOUND_DB,
+    OUTPUT,
+    StageAccuracy,
+    db_text,
+    jsonable_db,
+    read_reference,
+    stage_accuracy,
+)
 from kzlab.analysis.emulate import htp as kernels
 from kzlab.arch import arch_of
 from kzlab.codes import random_codes, validate_codes
@@ -121,7 +130,7 @@ class DeviceAccuracy:
 
     def accuracy(self) -> dict[str, Any]:
         """The what-if's summary of it: waveform SNR, first stage below the bound, defect nodes."""
-        return {"snr_db": _jsonable(self.snr_db), "first_stage_below": self.first_stage_below,
+        return {"snr_db": jsonable_db(self.snr_db), "first_stage_below": self.first_stage_below,
                 "defect_nodes": self.defect_nodes, "failed_nodes": self.failed_nodes,
                 "nonfinite_samples": self.nonfinite.get(OUTPUT, 0),
                 "bound_db": self.bound_db, "emulated_nodes": len(self.emulated), "arith": self.arith}
@@ -130,7 +139,7 @@ class DeviceAccuracy:
         d = {k: v for k, v in asdict(self).items() if k not in ("wav", "host_wav", "stages", "reference")}
         d["stages"] = [_row(s) for s in self.stages]
         d["reference"] = None if self.reference is None else [_row(s) for s in self.reference]
-        d.update(correct=self.correct, snr_db=_jsonable(self.snr_db), first_stage_below=self.first_stage_below,
+        d.update(correct=self.correct, snr_db=jsonable_db(self.snr_db), first_stage_below=self.first_stage_below,
                  defect_nodes=self.defect_nodes)
         return d
 
@@ -161,28 +170,30 @@ class DeviceAccuracy:
             f.writeframes(pcm.tobytes())
         return p
 
-    def _first_failure(self) -> str:
-        n = next(n for n in self.emulated if n.failed)
-        return f"{n.name}: {n.failed}"
+    @property
+    def first_failure(self) -> str:
+        """The first product whose device kernel fails, and why ("" for none)."""
+        n = next((n for n in self.emulated if n.failed), None)
+        return f"{n.name}: {n.failed}" if n else ""
 
     def summary(self) -> str:
         verdict = "RIGHT audio" if self.correct else "WRONG OUTPUT"
         snr = self.snr_db
         lines = [f"{self.profile} (arithmetic of {self.arith}), {self.frames} frames, {self.lowering}"
                  + (f", under the scheduler: {'+'.join(self.sched_stages)}" if self.sched_stages else ""),
-                 f"  {verdict}: waveform {_db(snr)} against the host's F32 decode"
+                 f"  {verdict}: waveform {db_text(snr)} against the host's F32 decode"
                  + (f", {self.nonfinite.get(OUTPUT, 0)} non-finite samples" if self.nonfinite.get(OUTPUT) else "")
                  + (f"; first stage below {self.bound_db:g} dB: {self.first_stage_below}"
                     if self.first_stage_below else f"; every stage >= {self.bound_db:g} dB"),
                  f"  emulated: {len(self.emulated)} device product(s) ("
-                 + ", ".join(f"{p} {n}" for p, n in _count(n.path for n in self.emulated).items())
+                 + ", ".join(f"{p} {n}" for p, n in Counter(n.path for n in self.emulated).items())
                  + f"), {self.defect_nodes} on a defective path"
-                 + (f", {self.failed_nodes} failing on the device (e.g. {self._first_failure()})"
+                 + (f", {self.failed_nodes} failing on the device (e.g. {self.first_failure})"
                     if self.failed_nodes else "")]
         w = max([len(s.stage) for s in self.stages] + [5])
         for s in self.stages:
             bad = self.nonfinite.get(s.stage, 0)
-            lines.append(f"  {s.stage:<{w}} {_db(s.snr_db):>10}" + (f"  {bad} non-finite" if bad else "")
+            lines.append(f"  {s.stage:<{w}} {db_text(s.snr_db):>10}" + (f"  {bad} non-finite" if bad else "")
                          + ("  < bound" if s.snr_db is not None and s.snr_db < self.bound_db else ""))
         for d in self.defects:
             lines.append(f"  defect {d['id']}: {d['title']} ({d['n_nodes']} nodes); fix: {d['fix']}")
@@ -190,27 +201,8 @@ class DeviceAccuracy:
         return "\n".join(lines)
 
 
-def _count(items) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in items:
-        out[x] = out.get(x, 0) + 1
-    return out
-
-
-def _db(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return "exact" if math.isinf(x) and x > 0 else f"{x:.1f} dB"
-
-
-def _jsonable(x: float | None) -> float | str | None:
-    if x is None or math.isfinite(x):
-        return x
-    return "inf" if x > 0 else "-inf"
-
-
 def _row(s: StageAccuracy) -> dict[str, Any]:
-    return {"stage": s.stage, "snr_db": _jsonable(s.snr_db), "shape": list(s.shape), "note": s.note}
+    return {"stage": s.stage, "snr_db": jsonable_db(s.snr_db), "shape": list(s.shape), "note": s.note}
 
 
 def _compare(test: dict[str, np.ndarray], ref: dict[str, np.ndarray], order: list[str]

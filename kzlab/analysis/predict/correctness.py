@@ -84,7 +84,7 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
                 out[k] = _unemulated(pl, f"not emulated: {e}")
                 continue
             summary = {"correct": res.correct, "accuracy": res.accuracy(), "failed_nodes": res.failed_nodes,
-                       "first_failure": res._first_failure() if res.failed_nodes else "",
+                       "first_failure": res.first_failure,
                        "nonfinite": res.nonfinite.get("wav", 0), "first_stage_below": res.first_stage_below}
             _keep(key, summary, cache)
         acc = {**summary["accuracy"], "defect_nodes": pl.defect_nodes, "emulated": True}

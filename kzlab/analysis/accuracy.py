@@ -247,6 +247,24 @@ def _backend_value(name: str, v: Any) -> Any:
     return v or None
 
 
+def codes_to_decode(hp: Any, ref: str | Path | None, codes: Any, frames: Any, seed: int
+                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the reference's stage arrays, the codes to decode): a reference's own codes (never beside `codes=`), else
+    `codes`, else `frames` random frames (seeded), each validated against the decoder's hyperparameters."""
+    ref_codes, ref_stages = read_reference(ref) if ref is not None else (None, {})
+    if ref is not None:
+        if ref_codes is None:
+            raise InvalidInputError(f"reference {ref} has no 'codes' array: nothing to decode")
+        if codes is not None:
+            raise InvalidOptionError("a reference brings its own codes: give ref= or codes=, not both")
+        return ref_stages, validate_codes(ref_codes, hp)
+    if codes is not None:
+        return ref_stages, validate_codes(codes, hp)
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+        raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
+    return ref_stages, random_codes(hp, frames, seed)
+
+
 def _run(model: Model, low: Lowering, spec: BackendSpec, codes: np.ndarray, repeat: int) -> dict[str, Any]:
     """Decode `codes` once with every stage kept, then `repeat` times for the time; what ran, stages and wav."""
     dec = Decoder(model, low, spec)
@@ -318,20 +336,7 @@ def compare(
     model = model_or_path if isinstance(model_or_path, Model) else load_model(model_or_path, layout=layout)
     hp = model.hparams
     arch = arch_of(hp)
-    ref_codes, ref_stages = read_reference(ref) if ref is not None else (None, {})
-    if ref is not None:
-        if ref_codes is None:
-            raise InvalidInputError(f"reference {ref} has no 'codes' array: nothing to decode")
-        if codes is not None:
-            raise InvalidOptionError("a reference brings its own codes: give ref= or codes=, not both")
-        c = validate_codes(ref_codes, hp)
-    elif codes is not None:
-        c = validate_codes(codes, hp)
-    else:
-        n = 31 if frames is None else frames
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
-        c = random_codes(hp, n, seed)
+    ref_stages, c = codes_to_decode(hp, ref, codes, 31 if frames is None else frames, seed)
     order = [s.name for s in arch.stages(hp)] + [OUTPUT]
     b = _run(model, low_b, spec_b, c, repeat)
     if ref is not None:
@@ -352,5 +357,5 @@ def compare(
                     a=a_what, b=b["what"], stages=rows)
 
 
-__all__ = ["DEFAULT_BOUND_DB", "Accuracy", "StageAccuracy", "compare", "first_below", "parse_run", "read_reference",
-           "snr_counting_nonfinite", "stage_accuracy"]
+__all__ = ["DEFAULT_BOUND_DB", "Accuracy", "StageAccuracy", "codes_to_decode", "compare", "db_text", "first_below",
+           "jsonable_db", "parse_run", "read_reference", "snr_counting_nonfinite", "stage_accuracy"]

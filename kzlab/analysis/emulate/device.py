@@ -35,14 +35,13 @@ from kzlab.analysis.accuracy import (
     DEFAULT_BOUND_DB,
     OUTPUT,
     StageAccuracy,
+    codes_to_decode,
     db_text,
     jsonable_db,
-    read_reference,
     stage_accuracy,
 )
 from kzlab.analysis.emulate import htp as kernels
 from kzlab.arch import arch_of
-from kzlab.codes import random_codes, validate_codes
 from kzlab.errors import BackendError, InvalidInputError, InvalidOptionError, KzlabError
 from kzlab.graph.options import Lowering
 from kzlab.loader import load_model
@@ -262,19 +261,6 @@ class _Emulator:
         return True
 
 
-def _codes(model: Model, codes: Any, frames: int, seed: int, ref_codes: Any) -> np.ndarray:
-    hp = model.hparams
-    if ref_codes is not None:
-        if codes is not None:
-            raise InvalidOptionError("a reference brings its own codes: give ref= or codes=, not both")
-        return validate_codes(ref_codes, hp)
-    if codes is not None:
-        return validate_codes(codes, hp)
-    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
-        raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
-    return random_codes(hp, frames, seed)
-
-
 def _decode(model: Model, low: Lowering, codes: np.ndarray, threads: int | None,
             targets: dict[tuple[str, int], dict[str, Any]] | None = None, release: str = ""
             ) -> tuple[dict[str, np.ndarray], dict[str, Any], list[EmulatedNode]]:
@@ -353,18 +339,17 @@ def emulate(
     if isinstance(profile, str) and "," in profile:
         name, _, items = profile.partition(",")
         profile = load_changed(name.strip(), items)
+    # the codes first (the reference read once): without a placement, their length is the graph's
+    ref_stages, c = codes_to_decode(model.hparams, ref, codes, frames if placement is None else
+                                    placement.config["frames"], seed)
     if placement is None:
         caps = profile if isinstance(profile, Capabilities) else load_changed(profile)
         if isinstance(lowering, dict):
             lowering = Lowering.from_dict(lowering)
-        placement = simulate(model, caps, frames=frames if codes is None and ref is None else _frames_of(codes, ref),
-                             lowering=lowering, weights_on=weights_on, stages=stages, **lowering_kw)
+        placement = simulate(model, caps, frames=int(c.shape[1]), lowering=lowering, weights_on=weights_on,
+                             stages=stages, **lowering_kw)
     cfg = placement.config
     release = cfg.get("arith", "")
-    ref_codes, ref_stages = read_reference(ref) if ref is not None else (None, {})
-    if ref is not None and ref_codes is None:
-        raise InvalidInputError(f"reference {ref} has no 'codes' array: nothing to decode")
-    c = _codes(model, codes, cfg["frames"], seed, ref_codes)
     if int(c.shape[1]) != int(cfg["frames"]):
         raise InvalidInputError(f"{c.shape[1]} frames of codes for a placement of {cfg['frames']} frames")
     dev = cfg["backends"][0]
@@ -420,12 +405,3 @@ def emulate(
 def host_stages(model: Model, codes: np.ndarray, threads: int | None = None) -> dict[str, np.ndarray]:
     """The host's F32 decode of `codes`, every stage kept (what `emulate` compares against; reuse it with `host=`)."""
     return _decode(model, HOST_REFERENCE, codes, threads)[0]
-
-
-def _frames_of(codes: Any, ref: Any) -> int:
-    if codes is not None:
-        return int(np.shape(codes)[-1])
-    c, _ = read_reference(ref)
-    if c is None:
-        raise InvalidInputError(f"reference {ref} has no 'codes' array: nothing to decode")
-    return int(np.shape(c)[-1])

@@ -65,6 +65,10 @@ class Arch(Protocol):
     chunk_size: int
     left_context: int
     right_context: int
+    #: whether every layer reads only the past: a causal family streams with its state carried, exactly
+    #: (`Decoder.stream`; its graph half then has `feed_stream`); another streams in overlapping windows of
+    #: `stream_context` = (frames before, frames after) each call's frames, an approximation `stream_note` states
+    causal: bool
     #: other names users give stages (e.g. 'latent', 'codes')
     stage_aliases: dict[str, str]
     #: whether kzlab has fused CPU nodes for this family (`mode="fast"`); without them every run is portable

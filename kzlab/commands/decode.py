@@ -19,6 +19,11 @@ def register(sub) -> None:
     p.add_argument("--chunked", action="store_true", help="upstream chunked decode (300 frames + 25 of context)")
     p.add_argument("--chunk-size", type=int, default=None, help="frames per chunk (default: the family's)")
     p.add_argument("--left-context", type=int, default=None, help="frames of left context (default: the family's)")
+    p.add_argument("--stream", metavar="K[,K...]", default=None,
+                   help="decode as a stream: K frames per call, or a list of sizes used in turn (e.g. 1,3,7); a "
+                   "causal family carries its state (exact), another decodes overlapping windows (it says so)")
+    p.add_argument("--lookahead", type=int, default=None,
+                   help="a windowed stream's frames after each call's (default: the family's)")
     add_backend(p)
     add_lowering(p)
     p.set_defaults(func=run)
@@ -30,6 +35,11 @@ def run(args) -> int:
 
     codes = load_codes(args.codes)
     dec = Decoder(open_model(args), lowering_from(args), backend_spec(args))
+    if args.stream is not None:
+        try:
+            return _run_stream(args, dec, codes)
+        finally:
+            dec.close()
     try:
         t0 = time.perf_counter()
         if args.chunked:
@@ -53,4 +63,28 @@ def run(args) -> int:
         )
     finally:
         dec.close()
+    return 0
+
+
+def _run_stream(args, dec, codes) -> int:
+    from kzlab.audio import write_wav
+    from kzlab.runtime.stream import parse_sizes
+
+    sizes = parse_sizes(args.stream)
+    stream = dec.stream(left=args.left_context, lookahead=args.lookahead)
+    stream.prepare(sizes)
+    wav = stream.run(codes, sizes)
+    write_wav(args.output, wav, dec.sample_rate)
+    if args.npy:
+        np.save(args.npy, wav.astype(np.float32))
+    s = stream.summary()
+    print(stream.describe())
+    print(f"calls {s['calls']} ({','.join(map(str, sizes))} frames each), first audio {s['first_audio_ms']:.1f} ms "
+          f"(graphs prepared), call median {s['call_ms_median']:.1f} ms, max {s['call_ms_max']:.1f} ms, "
+          f"real-time factor {s['rtf']:.3f}")
+    if stream.kind == "stateful":
+        print(f"state: {s['state_tensors']} tensors, {s['state_bytes'] / 1e6:.2f} MB")
+    print(f"wrote {args.output}: {wav.shape[0]} samples ({wav.shape[0] / dec.sample_rate:.2f} s) on "
+          f"{dec.backend_label}, {dec.mode} mode ({dec.lowering.label(dec.arch.not_applicable)})"
+          + "".join(f"; streaming calls: {k} {v}" for k, v in stream.plan_changes.items()))
     return 0

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from kzlab.arch import arch_of
+from kzlab.errors import InvalidOptionError
 from kzlab.graph.builder import GraphBuilder, WeightTensors
 from kzlab.graph.options import LoweringPlan
 
@@ -29,12 +30,15 @@ def first_stage(hp: Any) -> str:
 
 def build_graph(
     weights: WeightTensors, plan: LoweringPlan, hp: Any, frames: int, start: str | None = None,
-    keep_stages: bool = False, stop: str | None = None,
+    keep_stages: bool = False, stop: str | None = None, stream: bool = False,
 ) -> GraphBuilder:
     """A GraphBuilder whose `gf` holds the graph from `start` (default: the codes) to the family's last output,
     or to stage `stop` (its output is then the graph's: a family that splits its chunked decode there,
-    `Arch.chunk_split`, takes `stop`); the caller frees it."""
-    b = GraphBuilder(weights, plan, keep_stages=keep_stages)
+    `Arch.chunk_split`, takes `stop`); the caller frees it. `stream`: one call of a stateful stream (a causal
+    family, `Arch.causal`): the carried state is graph inputs and outputs (`GraphBuilder.carry`)."""
+    if stream and not getattr(arch_of(hp), "causal", False):
+        raise InvalidOptionError(f"the {arch_of(hp).name} family is not causal: it has no stateful stream")
+    b = GraphBuilder(weights, plan, keep_stages=keep_stages, stream=stream)
     try:
         extra = {} if stop is None else {"stop": stop}
         b.finish(family_graph(hp).build_decoder(b, hp, frames, start or first_stage(hp), **extra))

@@ -69,6 +69,32 @@ def ne_of(t) -> tuple[int, ...]:
     return tuple(int(t.contents.ne[i]) for i in range(4))
 
 
+@dataclass
+class StateSlot:
+    """One tensor of a streaming graph's carried state: what the graph reads as `state:<key>` and writes back.
+
+    `kind` is "context" (the last `frames` frames of a layer's input, the left context a causal conv, a transposed
+    conv's overlap or a depthwise conv reads; zeros before the first call, which is what the offline decode's
+    causal padding gives) or "kv" (an attention layer's keys or values after RoPE, `frames` of them, each with
+    `channels` values; masked out before they exist). `cl`: a context's memory order, channels-last (ggml ne
+    [C, frames]) or channels-first (ne [frames, C]); a kv slot is ne [channels, frames]."""
+
+    key: str
+    kind: str
+    channels: int
+    frames: int
+    cl: bool
+    input: ctypes._Pointer
+    output: ctypes._Pointer
+
+
+class Carry:
+    """The state a streaming graph takes in and gives back, slot by slot (see GraphBuilder.context)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, StateSlot] = {}
+
+
 class WeightTensors:
     """The prepared weights as ggml tensors in their own no-alloc context (allocated by the runtime)."""
 
@@ -120,10 +146,29 @@ class WeightTensors:
             self.ctx = None
 
 
+class WeightView:
+    """Weight tensors of several sets seen as one (a later set's tensor of a name wins): a streaming graph reads
+    the few weights its plan lays out otherwise (`LoweringPlan.for_stream`) from a set of their own."""
+
+    def __init__(self, *sets: WeightTensors):
+        self.sets = sets
+        self.prepared = {k: v for s in sets for k, v in s.prepared.items()}
+
+    def __getitem__(self, name: str):
+        for s in reversed(self.sets):
+            if name in s.tensors:
+                return s.tensors[name]
+        raise KeyError(name)
+
+
 class GraphBuilder:
     """Builds one compute graph. Block functions (kzlab.graph.blocks) call the lowering methods below."""
 
-    def __init__(self, weights: WeightTensors, low: LoweringPlan, n_nodes: int = MAX_NODES, keep_stages: bool = False):
+    def __init__(
+        self, weights: WeightTensors | WeightView, low: LoweringPlan, n_nodes: int = MAX_NODES,
+        keep_stages: bool = False,
+        stream: bool = False,
+    ):
         if not isinstance(low, LoweringPlan):  # a request still saying `auto` must be resolved first, once
             raise TypeError(f"GraphBuilder needs a LoweringPlan (Lowering.resolve), got {type(low).__name__}")
         self.w = weights
@@ -141,6 +186,8 @@ class GraphBuilder:
         self._path: list[str] = []
         self._last = None
         self.final: Act | None = None
+        #: a streaming graph's carried state (None: an offline graph, whose causal layers pad with zeros)
+        self.carry: Carry | None = Carry() if stream else None
 
     # ---- naming -------------------------------------------------------------------------------------
     @contextmanager
@@ -194,6 +241,8 @@ class GraphBuilder:
         self.final = final
         for a in self.outputs.values():
             g.ggml_build_forward_expand(self.gf, a.t)
+        for slot in (self.carry.slots.values() if self.carry else ()):
+            g.ggml_build_forward_expand(self.gf, slot.output)
         g.ggml_build_forward_expand(self.gf, final.t)
         self._name_new("graph")
         return self.gf
@@ -220,6 +269,44 @@ class GraphBuilder:
         if a.cl:
             return Act(g.ggml_pad_ext(self.ctx, a.t, 0, 0, n, 0, 0, 0, 0, 0), True)
         return Act(g.ggml_pad_ext(self.ctx, a.t, n, 0, 0, 0, 0, 0, 0, 0), False)
+
+    def context(self, key: str | None, a: Act, frames: int) -> tuple[Act, int]:
+        """`a` with `frames` frames of its past in front, and how many zero frames a causal layer must still pad.
+
+        Offline (no carry, or no `key`): `a` as it is and `frames` (the layer pads zeros itself). Streaming: the
+        graph input `state:<key>` (the last `frames` frames this layer read in the previous call, zeros before the
+        first) joined in front of `a`, 0 zeros to pad, and the last `frames` frames of the join written back as the
+        state's output: chunk after chunk the layer reads exactly the frames the offline decode's layer reads."""
+        if self.carry is None or key is None or frames == 0:
+            return a, frames
+        if key in self.carry.slots:
+            raise ValueError(f"state {key!r} taken twice in one graph")
+        C, T = a.C, a.T
+        ne = (C, frames) if a.cl else (frames, C)
+        st = self.input(f"state:{key}", g.GGML_TYPE_F32, *ne)
+        full = Act(g.ggml_concat(self.ctx, st, a.t, 1 if a.cl else 0), a.cl)
+        out = g.ggml_cont(self.ctx, self.time_view(full, T, frames).t)
+        self._state_out(key, "context", C, frames, a.cl, st, out)
+        return full, 0
+
+    def kv_cache(self, key: str, t, frames: int):
+        """Streaming attention: the cached keys (or values) of the last `frames` positions, ne [D, heads, frames]
+        (graph input `state:<key>`), joined in front of this call's `t` (ne [D, heads, T]); the last `frames` of the
+        join are written back. Offline: `t` as it is."""
+        if self.carry is None:
+            return t
+        D, H, T = (int(t.contents.ne[i]) for i in range(3))
+        st = self.input(f"state:{key}", g.GGML_TYPE_F32, D, H, frames)
+        full = g.ggml_concat(self.ctx, st, t, 2)
+        nb1, nb2 = int(full.contents.nb[1]), int(full.contents.nb[2])
+        out = g.ggml_cont(self.ctx, g.ggml_view_3d(self.ctx, full, D, H, frames, nb1, nb2, T * nb2))
+        self._state_out(key, "kv", D * H, frames, True, st, out)
+        return full
+
+    def _state_out(self, key: str, kind: str, channels: int, frames: int, cl: bool, st, out) -> None:
+        g.ggml_set_name(out, f"state_out:{key}".encode()[:63])
+        g.ggml_set_output(out)
+        self.carry.slots[key] = StateSlot(key, kind, channels, frames, cl, st, out)
 
     def chan(self, a: Act, name: str):
         """A per-channel weight vector shaped to broadcast over `a`."""
@@ -327,32 +414,41 @@ class GraphBuilder:
         return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks are col2im
 
     def conv1d(
-        self, x: Act, wname: str, bname: str | None, dilation: int = 1, padding: tuple[int, int] | None = None
+        self, x: Act, wname: str, bname: str | None, dilation: int = 1, padding: tuple[int, int] | None = None,
+        state: str | None = None,
     ) -> Act:
         """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says. `padding` (ktap only): the
         zeros (left, right) instead, in one PAD, the output as many frames as the padded input gives ('same':
-        ((k-1)*d/2, (k-1)*d/2), T frames, with no shifted view to copy after)."""
+        ((k-1)*d/2, (k-1)*d/2), T frames, with no shifted view to copy after). `state`: the key of the conv's left
+        context in a streaming graph (`context`): there the frames before the input are the previous call's, not
+        zeros."""
         p = self.w.prepared[wname]
         if p.layout == "taps":
-            out = self._taps_conv(x, wname, dilation)
+            k = int(self.w[wname].contents.ne[1])
+        elif self.low.conv in KTAP:
+            k = p.ne[2]
+        else:
+            k = p.ne[0] // x.C
+        pad = (k - 1) * dilation
+        if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad or state is not None):
+            raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
+        x, zeros = self.context(state, x, pad)
+        left, right = padding or (zeros, 0)
+        T_in, T = x.T, x.T + left + right - pad  # input and output frames
+        if p.layout == "taps":
+            out = self._taps_conv(x, wname, dilation, left)
             return self.add_bias(out, bname) if bname else out
         if self.low.conv in KTAP:
             cin, cout, k = p.ne
         else:
             kc, cout = p.ne
             cin = x.C
-            k = kc // cin
-        pad = (k - 1) * dilation
-        T = x.T
-        if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad):
-            raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
-        left, right = padding or (pad, 0)
-        acc = self._acc_spans(T, k, dilation, left, cout) if self.low.conv == "ktap-acc" else None
+        acc = self._acc_spans(T_in, T, k, dilation, left, cout) if self.low.conv == "ktap-acc" else None
         if acc is not None:
-            out = self._ktap_acc(x, wname, cin, cout, dilation, left, *acc)
+            out = self._ktap_acc(x, wname, cin, cout, dilation, left, T, *acc)
         elif self.low.conv in KTAP:
             xl = self.as_cl(x)
-            xp = Act(g.ggml_pad_ext(self.ctx, xl.t, 0, 0, left, right, 0, 0, 0, 0), True) if pad else xl
+            xp = Act(g.ggml_pad_ext(self.ctx, xl.t, 0, 0, left, right, 0, 0, 0, 0), True) if left or right else xl
             W = self.w[wname]
             acc = None
             for j in range(k):
@@ -373,27 +469,27 @@ class GraphBuilder:
                 out = Act(self.mul_mat(xl.t, self.w[wname]), False)
         elif self.low.conv == "im2col-f16":
             # ggml_conv_1d's graph: pad, im2col to F16 columns, one product
-            xc = self.pad_left(self.as_cf(x), pad)
+            xc = self.pad_left(self.as_cf(x), left)
             kshape = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
             cols = g.ggml_im2col(self.ctx, kshape, xc.t, 1, 0, 0, 0, dilation, 0, False, g.GGML_TYPE_F16)
             cols = g.ggml_reshape_2d(self.ctx, cols, k * cin, T)
             out = self._conv_product(wname, cols)
         else:
-            out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation)
+            out = self._im2col_f32_conv(self.as_cf(x), wname, k, cin, dilation, left)
         return self.add_bias(out, bname) if bname else out
 
     def _acc_spans(
-        self, T: int, k: int, dilation: int, left: int, cout: int
+        self, T_in: int, T: int, k: int, dilation: int, left: int, cout: int
     ) -> tuple[list[tuple[int, int, int]], int] | None:
         """ktap-acc's taps as (j, t0, t1): output frame t takes tap j from input frame t + j*d - left (`left` zeros
-        before the input; the padding sums to (k-1)*d, so T frames out), so tap j reaches output frames
-        [t0, t1) = [max(0, left - j*d), min(T, T + left - j*d)); with the tap that reaches every frame, the sum's
+        before the `T_in` input frames, T frames out), so tap j reaches output frames
+        [t0, t1) = [max(0, left - j*d), min(T, T_in + left - j*d)); with the tap that reaches every frame, the sum's
         start. None where ACC cannot sum them (a pointwise conv has nothing to sum), and the conv's layer record
         says why: ACC keeps its byte offsets in 32 bits, and a sum needs a tap that reaches every frame to start
         from."""
         if k == 1:
             return None
-        spans = [(j, max(0, left - j * dilation), min(T, T + left - j * dilation)) for j in range(k)]
+        spans = [(j, max(0, left - j * dilation), min(T, T_in + left - j * dilation)) for j in range(k)]
         full = next((j for j, t0, t1 in spans if t0 == 0 and t1 == T), None)
         why = ("output over 1 GiB: ACC's offsets are 32-bit" if 4 * cout * T >= SET_MAX_OFFSET
                else "no tap reaches every output frame" if full is None else None)
@@ -404,8 +500,8 @@ class GraphBuilder:
         return None
 
     def _ktap_acc(
-        self, x: Act, wname: str, cin: int, cout: int, dilation: int, left: int, spans: list[tuple[int, int, int]],
-        full: int,
+        self, x: Act, wname: str, cin: int, cout: int, dilation: int, left: int, T: int,
+        spans: list[tuple[int, int, int]], full: int,
     ) -> Act:
         """ktap without the padded copy: each tap's product over the input frames it reads (`spans`, see
         `_acc_spans`), added in place (ACC) into the output frames it reaches, from the tap `full` that reaches
@@ -413,7 +509,6 @@ class GraphBuilder:
         here); ACC adds rows with ggml's vector add."""
         ctx, W = self.ctx, self.w[wname]
         xl = self.as_cl(x)
-        T = xl.T
         data = self.low.conv_src1 == "data"
 
         def product(j: int, t0: int, t1: int) -> Act:
@@ -431,18 +526,20 @@ class GraphBuilder:
             self.layers[-1].extra["product_macs"] = cin * cout * sum(max(0, t1 - t0) for _, t0, t1 in spans)
         return acc
 
-    def _taps_conv(self, x: Act, wname: str, dilation: int) -> Act:
+    def _taps_conv(self, x: Act, wname: str, dilation: int, left: int) -> Act:
         """A conv with one output channel: one product gives every tap's dot product per frame, P [T, K]
         (P[k, t] = w_k . x_t), then y[t] = sum_k P[k, t + k*d - pad] is K shifted views added up.
 
         im2col would write K copies of the input (for the final 96 -> 1 conv, 160 MB at 31 frames) for a
-        product with one output row; here the largest new tensor is P, K floats per frame."""
+        product with one output row; here the largest new tensor is P, K floats per frame. `left`: the zeros in
+        front of the input (the causal padding; 0 where the input brings its own past, `context`)."""
         ctx, W = self.ctx, self.w[wname]
         k = int(W.contents.ne[1])
         xl = self.as_cl(x)
-        T, pad = xl.T, (k - 1) * dilation
-        P = self.mul_mat(xl.t, W)  # ne [T, K]
-        P = g.ggml_pad_ext(ctx, P, pad, 0, 0, 0, 0, 0, 0, 0)  # causal zeros in front of every tap's row
+        T = xl.T + left - (k - 1) * dilation
+        P = self.mul_mat(xl.t, W)  # ne [T_in, K]
+        if left:
+            P = g.ggml_pad_ext(ctx, P, left, 0, 0, 0, 0, 0, 0, 0)  # causal zeros in front of every tap's row
         nb1 = int(P.contents.nb[1])
         acc = None
         for j in range(k):
@@ -455,26 +552,30 @@ class GraphBuilder:
             return Act(self.mul_mat(self.w[wname], cols), True)
         return Act(self.mul_mat(cols, self.w[wname]), False)
 
-    def _im2col_f32_conv(self, xc: Act, wname: str, k: int, cin: int, dilation: int) -> Act:
+    def _im2col_f32_conv(self, xc: Act, wname: str, k: int, cin: int, dilation: int, left: int) -> Act:
         """im2col F32 + one product per tile of at most `conv_tile` output frames, outputs joined in time.
 
         im2col pads both ends by p0 itself and the first columns are the causal ones, so no PAD node (a full
         copy of the input) is needed. Tiling keeps the columns (k x c_in floats per frame, 7x the input) to
         one tile: the allocator reuses that memory from tile to tile, so a long input does not need
-        gigabytes of columns, and a tile's columns are still in cache when the product reads them.
+        gigabytes of columns, and a tile's columns are still in cache when the product reads them. `left`: the
+        causal zeros before the input, (k-1)*d, or 0 where the input brings its own past (`context`).
         """
         ctx = self.ctx
-        T, pad = xc.T, (k - 1) * dilation
+        pad = (k - 1) * dilation
+        T = xc.T + left - pad
         tile = max(self.low.conv_tile, -(-T // MAX_TILES)) if self.low.conv_tile else T  # bounded node count
         kshape = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F16, k, cin)  # im2col reads only its shape
         nb1 = int(xc.t.contents.nb[1])
         parts = []
         for s in range(0, T, tile):
             n = min(tile, T - s)
-            if s == 0:  # zeros on the left come from p0; the right-hand p0 columns are not read
+            if s == 0 and left:  # zeros on the left come from p0; the right-hand p0 columns are not read
                 src, p0 = (xc.t if n == T else g.ggml_view_2d(ctx, xc.t, n, cin, nb1, 0)), pad
+            elif s == 0 and n + pad == xc.T:
+                src, p0 = xc.t, 0
             else:  # the `pad` frames before the tile are real input
-                src, p0 = g.ggml_view_2d(ctx, xc.t, n + pad, cin, nb1, (s - pad) * 4), 0
+                src, p0 = g.ggml_view_2d(ctx, xc.t, n + pad, cin, nb1, (s - left) * 4), 0
             cols = g.ggml_im2col(ctx, kshape, src, 1, 0, p0, 0, dilation, 0, False, g.GGML_TYPE_F32)
             cols = g.ggml_reshape_2d(ctx, cols, k * cin, n + p0)
             if p0:
@@ -483,9 +584,16 @@ class GraphBuilder:
         cl = parts[0].cl
         return Act(self.join([p.t for p in parts], 1 if cl else 0), cl)
 
-    def conv_transpose1d(self, x: Act, wname: str, bname: str, stride: int, kernel: int) -> Act:
-        """Causal ConvTranspose1d: full output trimmed by (kernel - stride) on the right."""
-        T = x.T
+    def conv_transpose1d(
+        self, x: Act, wname: str, bname: str, stride: int, kernel: int, state: str | None = None
+    ) -> Act:
+        """Causal ConvTranspose1d: full output trimmed by (kernel - stride) on the right. `state`: the key of its
+        carried input in a streaming graph: the ceil(kernel / stride) - 1 input frames before the call, whose
+        products overlap this call's first outputs (their tail), recomputed from those frames."""
+        lead = -(-kernel // stride) - 1
+        x, zeros = self.context(state, x, lead)
+        lead -= zeros  # input frames in front of the call's own (0 offline: nothing before the first frame)
+        T = x.T - lead
         p = self.w.prepared[wname]
         if self.low.convt == "direct":
             cout = p.ne[1]
@@ -494,12 +602,14 @@ class GraphBuilder:
         else:
             cout = p.ne[1] // kernel
             xl = self.as_cl(x)
-            tile = self._convt_tile(T, stride)
-            if tile < T and kernel <= 2 * stride:
-                return self.add_bias(self._col2im_tiled(xl, wname, cout, stride, tile), bname)
+            tile = self._convt_tile(x.T, stride)
+            if tile < x.T and kernel <= 2 * stride:
+                full = self._col2im_tiled(xl, wname, cout, stride, tile)
+                out = self.time_view(full, lead * stride, T * stride) if lead else full
+                return self.add_bias(out, bname)
             cols = self.mul_mat(self.w[wname], xl.t)
             full = Act(g.ggml_col2im_1d(self.ctx, cols, stride, cout, 0), False)
-        out = self.time_view(full, 0, T * stride) if kernel != stride else full
+        out = self.time_view(full, lead * stride, T * stride) if kernel != stride or lead else full
         return self.add_bias(out, bname)
 
     def _convt_tile(self, T: int, stride: int) -> int:
@@ -525,12 +635,14 @@ class GraphBuilder:
             parts.append(self.time_view(full, (a - a0) * stride, (b_ - a) * stride).t)
         return Act(self.join(parts, 0), False)
 
-    def depthwise_conv(self, x: Act, wname: str, bname: str) -> Act:
-        """Causal depthwise conv (ConvNeXt's dwconv): one multiply-add per tap, channels-last."""
+    def depthwise_conv(self, x: Act, wname: str, bname: str, state: str | None = None) -> Act:
+        """Causal depthwise conv (ConvNeXt's dwconv): one multiply-add per tap, channels-last. `state`: the key of
+        its left context in a streaming graph (`context`)."""
         W = self.w[wname]
         C, k = (int(W.contents.ne[0]), int(W.contents.ne[1]))
-        xp = self.pad_left(self.as_cl(x), k - 1)
-        T = x.T
+        x, zeros = self.context(state, x, k - 1)
+        xp = self.pad_left(self.as_cl(x), zeros)
+        T = x.T + zeros - (k - 1)
         acc = None
         for j in range(k):
             wj = g.ggml_view_2d(self.ctx, W, C, 1, int(W.contents.nb[1]), j * int(W.contents.nb[1]))

@@ -354,6 +354,18 @@ class LoweringPlan(Lowering):
         """Whether the SnakeBeta constants are folded at load (exp(alpha), 1/(exp(beta)+1e-9))."""
         return self.snake in ("folded", "fused")
 
+    def for_stream(self) -> tuple[LoweringPlan, dict[str, str]]:
+        """The plan one call of a stateful stream is built from, and each choice it changes with why (empty: the
+        same plan). Winograd's F(4, 7) rounds per group of output frames, and a call's groups cannot fall where the
+        offline decode's fall: the streamed audio would differ from the offline decode's by that rounding, amplified
+        through the later blocks (87.7 dB at full size, F32, 80 frames), so a streaming call computes the fused
+        units' conv directly (its weights prepared beside the Winograd ones on the first call)."""
+        if self.winograd_unit:
+            why = ("direct in streaming calls: Winograd's groups of output frames cannot fall where the offline "
+                   "decode's fall, and would round differently from it")
+            return dataclasses.replace(self, unitconv="direct"), {"unitconv": why}
+        return self, {}
+
     def replace(self, **kw: Any) -> Lowering:
         """A new request (a plain Lowering) from this plan's choices with `kw` changed; resolve it again."""
         return Lowering(**{**self.to_dict(), **kw})

@@ -96,14 +96,16 @@ def graph_compute_bytes(gf: Any, buft: Any) -> int:
 
 
 def estimate_compute_bytes(
-    session: Any, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None
+    session: Any, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None,
+    stream: bool = False,
 ) -> int:
     """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer."""
     from ggml import ggml as g
 
     from kzlab.graph.build import build_graph
 
-    b = build_graph(session.ensure_weights(), session.plan, session.model.hparams, frames, start, stages, stop)
+    weights, plan = session.stream_weights() if stream else (session.ensure_weights(), session.plan)
+    b = build_graph(weights, plan, session.model.hparams, frames, start, stages, stop, stream)
     try:
         buft = g.ggml_backend_get_default_buffer_type(session.backends.primary.handle)
         return graph_compute_bytes(b.gf, buft)
@@ -131,7 +133,8 @@ def suggest_chunk(
 
 
 def check_session_budget(
-    session: Any, frames: int, start: str, budget: Any = None, stages: bool = False, stop: str | None = None
+    session: Any, frames: int, start: str, budget: Any = None, stages: bool = False, stop: str | None = None,
+    stream: bool = False,
 ) -> None:
     """Refuse, before any allocation, a graph whose compute buffer would exceed the memory budget.
 
@@ -140,11 +143,11 @@ def check_session_budget(
     from kzlab.graph.build import first_stage
     from kzlab.runtime.session import graph_key
 
-    key = graph_key(start or first_stage(session.model.hparams), frames, stages, stop)
+    key = graph_key(start or first_stage(session.model.hparams), frames, stages, stop, stream)
     if key in getattr(session, "_graphs", {}):
         return
     limit = memory_budget(budget)
-    need = estimate_compute_bytes(session, frames, start, stages, stop)
+    need = estimate_compute_bytes(session, frames, start, stages, stop, stream)
     if need <= limit:
         return
     hint = ""

@@ -219,6 +219,28 @@ class Decoder:
                 bar.step()
         return np.concatenate(pieces)
 
+    def stream(self, left: int | None = None, lookahead: int | None = None):
+        """A stream of this decoder (`kzlab.runtime.stream.Stream`): `push(codes)` returns the audio of the frames
+        pushed, `flush()` the rest. A causal family carries its state (exact against `decode`); another decodes
+        overlapping windows of `left` frames before and `lookahead` after each call's frames (its defaults:
+        `Arch.stream_context`), and says so (`Stream.kind`, `Stream.describe()`)."""
+        from kzlab.runtime.stream import Stream
+
+        return Stream(self, left, lookahead)
+
+    def decode_stream(self, codes, sizes, left: int | None = None, lookahead: int | None = None):
+        """Codes [n_codebooks, T] streamed in calls of `sizes` frames (an int, or a list used in turn): returns
+        (waveform, the Stream with its calls and state)."""
+        s = self.stream(left, lookahead)
+        return s.run(codes, sizes), s
+
+    def run_stream_call(self, frames: int, inputs: dict, state: dict, position: int):
+        """session.run_stream behind the memory-budget check (a worker session checks in its own process)."""
+        if isinstance(self.session, RemoteSession):
+            return self.session.run_stream(frames, inputs, state, position, memory_budget=self.memory_budget)
+        check_session_budget(self.session, frames, None, self.memory_budget, stream=True)
+        return self.session.run_stream(frames, inputs, state, position)
+
     def _run(
         self, frames: int, inputs: dict, start: str | None = None, stages: bool = False, stop: str | None = None
     ) -> dict:

@@ -90,6 +90,16 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         if msg[0] == "stop":
             break
+        if msg[0] == "stream":
+            _, frames, inputs, state, position, budget = msg
+            try:
+                from kzlab.runtime.budget import check_session_budget
+
+                check_session_budget(session, frames, None, budget, stream=True)
+                conn.send(("ok", session.run_stream(frames, inputs, state, position)))
+            except BaseException as e:
+                conn.send(("error", _portable(e)))
+            continue
         _, frames, inputs, start, stages, budget, stop = msg
         try:
             from kzlab.runtime.budget import check_session_budget
@@ -255,11 +265,21 @@ class RemoteSession:
         memory_budget: Any = None,
         stop: str | None = None,
     ) -> dict[str, np.ndarray]:
+        return self._request(("run", frames, inputs, start, stages, memory_budget, stop))
+
+    def run_stream(
+        self, frames: int, inputs: dict[str, np.ndarray], state: dict[str, np.ndarray], position: int,
+        memory_budget: Any = None,
+    ) -> tuple:
+        """Session.run_stream in the worker (the state travels both ways with each call)."""
+        return self._request(("stream", frames, inputs, state, position, memory_budget))
+
+    def _request(self, request: tuple) -> Any:
         self._cancel = False
         if self._proc is None:
             self._start()
         try:
-            self._conn.send(("run", frames, inputs, start, stages, memory_budget, stop))
+            self._conn.send(request)
             msg = self._wait(self.timeout, "decoding")
         except KeyboardInterrupt:
             # ggml cannot abort an RPC graph from here; stopping the worker is the only prompt way out

@@ -21,7 +21,7 @@ from kzlab.arch import arch_of
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph import fused
 from kzlab.graph.build import build_graph, family_graph, first_stage
-from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors
+from kzlab.graph.builder import Act, GraphBuilder, LayerRecord, WeightTensors, WeightView
 from kzlab.graph.options import Lowering, LoweringPlan
 from kzlab.graph.prepared import prepare_weights
 from kzlab.model.model import Model
@@ -29,9 +29,16 @@ from kzlab.runtime.backends import BackendSet, open_backends
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends, resolve_run
 
 
-def graph_key(start: str, frames: int, stages: bool, stop: str | None = None) -> tuple:
+def graph_key(start: str, frames: int, stages: bool, stop: str | None = None, stream: bool = False) -> tuple:
     """The cache key of one graph shape (the budget check reads it too)."""
-    return (start, frames, stages) if stop is None else (start, frames, stages, stop)
+    key = (start, frames, stages) if stop is None else (start, frames, stages, stop)
+    return (*key, "stream") if stream else key
+
+
+def slot_shape(slot) -> tuple[int, ...]:
+    """A state slot's numpy shape: its graph tensor's ne reversed (a context 2-D, a cache 3-D)."""
+    dims = 3 if slot.kind == "kv" else 2
+    return tuple(int(slot.input.contents.ne[i]) for i in reversed(range(dims)))
 
 
 @dataclass
@@ -106,6 +113,7 @@ class Session:
         self._lock = threading.RLock()
         self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}
         self.weights: WeightTensors | None = None
+        self._stream_weights: WeightTensors | None = None
         self._abort = False
         self._thread: ComputeThread | None = None
         self._abort_cb = g.ggml_abort_callback(lambda _data: self._abort)
@@ -131,35 +139,57 @@ class Session:
         """The weights prepared for this session's plan and uploaded to its weights' backend (once); what a
         caller building its own graph on this session's weights (placement's check, a scheduler log) needs."""
         if self.weights is None:
-            wt = WeightTensors(prepare_weights(self.model, self.plan))
-            buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
-            if not buf:
-                wt.free()
-                raise BackendError(
-                    f"could not allocate {wt.nbytes() / 1e6:.1f} MB of weights on {self.backends.weights_name}"
-                )
-            g.ggml_backend_buffer_set_usage(buf, g.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
-            wt.buffer = buf
-            try:
-                wt.upload()
-            except Exception as e:
-                wt.free()
-                raise BackendError(f"uploading weights to {self.backends.weights_name} failed: {e}") from e
-            self.weights = wt
+            self.weights = self._upload(WeightTensors(prepare_weights(self.model, self.plan)))
         return self.weights
 
     _ensure_weights = ensure_weights  # the name before it was public
 
+    def stream_weights(self) -> tuple[WeightTensors | WeightView, LoweringPlan]:
+        """The weights and plan a streaming call's graph is built from (`LoweringPlan.for_stream`): the session's
+        own, plus, where the stream's plan lays some weights out otherwise, those few in a set of their own,
+        prepared and uploaded on the first streaming call."""
+        main = self.ensure_weights()
+        plan, changes = self.plan.for_stream()
+        if not changes:
+            return main, plan
+        if self._stream_weights is None:
+            mine = main.prepared
+            other = {n: p for n, p in prepare_weights(self.model, plan).items()
+                     if n in mine and (p.layout, p.type, p.ne) != (mine[n].layout, mine[n].type, mine[n].ne)}
+            self._stream_weights = self._upload(WeightTensors(other))
+        return WeightView(main, self._stream_weights), plan
+
+    def _upload(self, wt: WeightTensors) -> WeightTensors:
+        buf = g.ggml_backend_alloc_ctx_tensors_from_buft(wt.ctx, self.backends.weights_buft)
+        if not buf:
+            wt.free()
+            raise BackendError(
+                f"could not allocate {wt.nbytes() / 1e6:.1f} MB of weights on {self.backends.weights_name}"
+            )
+        g.ggml_backend_buffer_set_usage(buf, g.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+        wt.buffer = buf
+        try:
+            wt.upload()
+        except Exception as e:
+            wt.free()
+            raise BackendError(f"uploading weights to {self.backends.weights_name} failed: {e}") from e
+        return wt
+
     # ---- graphs -------------------------------------------------------------------------------------------
-    def graph(self, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None) -> BuiltGraph:
+    def graph(
+        self, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None,
+        stream: bool = False,
+    ) -> BuiltGraph:
         """The built and allocated graph for this shape (cached); `stages` keeps every stage's output; `start`
-        defaults to the stage that takes codes; `stop` ends the graph at that stage (see `Arch.chunk_split`)."""
+        defaults to the stage that takes codes; `stop` ends the graph at that stage (see `Arch.chunk_split`);
+        `stream`: one call of a stateful stream (its state is graph inputs and outputs)."""
         start = start or first_stage(self.model.hparams)
-        key = graph_key(start, frames, stages, stop)
+        key = graph_key(start, frames, stages, stop, stream)
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
-            b = build_graph(self.ensure_weights(), self.plan, self.model.hparams, frames, start, stages, stop)
+            weights, plan = self.stream_weights() if stream else (self.ensure_weights(), self.plan)
+            b = build_graph(weights, plan, self.model.hparams, frames, start, stages, stop, stream)
             built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs)
             self.backends.allocate(built)
             self._graphs[key] = built
@@ -173,10 +203,11 @@ class Session:
             self._graphs.clear()
 
     # ---- running ------------------------------------------------------------------------------------------
-    def set_inputs(self, bg: BuiltGraph, inputs: dict[str, np.ndarray]) -> None:
+    def set_inputs(self, bg: BuiltGraph, inputs: dict[str, np.ndarray], derive: bool = True) -> None:
+        """Copy the graph's inputs in; with `derive`, those that follow from the shape (positions, masks...) are
+        the family graph half's `feed` (a stream gives its own, which follow from its position too)."""
         hp = self.model.hparams
-        # inputs that follow from the shape (positions, masks...): the family's graph half says which
-        feed = {**family_graph(hp).feed(hp, bg.frames, bg.builder.inputs), **inputs}
+        feed = {**(family_graph(hp).feed(hp, bg.frames, bg.builder.inputs) if derive else {}), **inputs}
         for name, t in bg.builder.inputs.items():
             if name not in feed:
                 raise KeyError(f"graph input {name!r} was not given")
@@ -259,6 +290,37 @@ class Session:
                 return out
             return {stop: out[stop]} if stop is not None else {"wav": out["wav"]}
 
+    def run_stream(
+        self, frames: int, inputs: dict[str, np.ndarray], state: dict[str, np.ndarray], position: int
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, tuple]]:
+        """One call of a stateful stream: `frames` new frames at stream position `position`, with the state the
+        previous call gave back (a slot missing from `state` starts at zeros: the stream's start). Returns the
+        waveform of these frames, the new state, each slot as its graph tensor's bytes (numpy shape = ggml's ne
+        reversed), and each slot's (kind, channels, frames, channels-last)."""
+        with self._lock:
+            bg = self.graph(frames, stream=True)
+            self.backends.prepare(bg)
+            hp = self.model.hparams
+            feed = dict(family_graph(hp).feed_stream(hp, frames, position, bg.builder.inputs))
+            for key, slot in bg.builder.carry.slots.items():
+                shape = slot_shape(slot)
+                have = state.get(key)
+                if have is None:
+                    have = np.zeros(shape, np.float32)
+                elif have.shape != shape:
+                    raise AssertionError(f"state {key}: shape {have.shape}, the graph's is {shape}")
+                feed[f"state:{key}"] = have
+            self.set_inputs(bg, {**feed, **inputs}, derive=False)
+            self.compute(bg)
+            wav = family_graph(hp).finish({k: self.read(a) for k, a in bg.outputs.items()}, self.plan, hp)["wav"]
+            new = {}
+            for key, slot in bg.builder.carry.slots.items():
+                arr = np.empty(slot_shape(slot), np.float32)
+                g.ggml_backend_tensor_get(slot.output, arr.ctypes.data_as(ctypes.c_void_p), 0, arr.nbytes)
+                new[key] = arr
+            meta = {k: (sl.kind, sl.channels, sl.frames, sl.cl) for k, sl in bg.builder.carry.slots.items()}
+            return wav, new, meta
+
     def _worker(self) -> ComputeThread:
         if self._thread is None:
             self._thread = ComputeThread()
@@ -277,6 +339,9 @@ class Session:
             if self.weights is not None:
                 self.weights.free()
                 self.weights = None
+            if self._stream_weights is not None:
+                self._stream_weights.free()
+                self._stream_weights = None
             self.backends.free()
 
     def __enter__(self) -> Session:

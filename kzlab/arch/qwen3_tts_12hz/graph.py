@@ -88,7 +88,7 @@ def conv_layer(
         macs_seed=macs,
         extra={"dilation": dilation},
     ):
-        return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation)
+        return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation, state=path)
 
 
 def convt_record(b: GraphBuilder, path: str, c_in: int, c_out: int, k: int, T: int, stride: int, **extra):
@@ -113,7 +113,7 @@ def convt_layer(
 ) -> Act:
     """A transposed conv; `out_cl` asks for its output in that memory order (None: the lowering's own)."""
     with convt_record(b, path, c_in, c_out, k, x.T, stride):
-        y = b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k)
+        y = b.conv_transpose1d(x, f"{path}.weight", f"{path}.bias", stride, k, state=path)
         if out_cl is None or y.cl == out_cl:
             return y
         return b.as_cl(y) if out_cl else b.as_cf(y)
@@ -133,7 +133,10 @@ def rms_norm(b: GraphBuilder, x: Act, path: str, weight: str, eps: float) -> Act
 
 
 def attention(b: GraphBuilder, hp: HParams, x: Act, h: Act, i: int, pos, mask) -> Act:
-    """Causal self-attention over a sliding window (the mask), RoPE (NeoX order), layer scale, residual."""
+    """Causal self-attention over a sliding window (the mask), RoPE (NeoX order), layer scale, residual.
+
+    Streaming, the keys and values (after RoPE) of the window's other sliding_window - 1 positions come from the
+    previous calls (`GraphBuilder.kv_cache`), and the mask (`feed_stream`) hides those not yet decoded."""
     ctx = b.ctx
     T, D, H, KV = x.T, hp.head_dim, hp.num_heads, hp.num_kv_heads
     p = f"tfm.blk.{i}."
@@ -159,9 +162,11 @@ def attention(b: GraphBuilder, hp: HParams, x: Act, h: Act, i: int, pos, mask) -
         k = g.ggml_rope_ext(
             ctx, k, pos, None, rope["n_dims"], rope["mode"], 0, rope["freq_base"], 1.0, 0.0, 1.0, 0.0, 0.0
         )
+        k = b.kv_cache(f"tfm.blk.{i}.attn.k", k, hp.sliding_window - 1)  # streaming: [D, KV, window - 1 + T]
+        v = b.kv_cache(f"tfm.blk.{i}.attn.v", v, hp.sliding_window - 1)
         q = g.ggml_permute(ctx, q, 0, 2, 1, 3)  # [D, T, H]
-        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, T, KV]
-        vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [T, D, KV]
+        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, Tk, KV]
+        vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [Tk, D, KV]
         kq = g.ggml_mul_mat(ctx, k, q)  # [Tk, Tq, H]
         kq = g.ggml_soft_max_ext(ctx, kq, mask, 1.0 / math.sqrt(D), 0.0)
         o = g.ggml_mul_mat(ctx, vt, kq)  # [D, Tq, H]
@@ -231,7 +236,7 @@ def upsample(b: GraphBuilder, hp: HParams, x: Act, i: int) -> Act:
         macs_seed=7 * L * T,
         extra={"groups": L},
     ):
-        h = b.depthwise_conv(x, p + "dwconv.weight", p + "dwconv.bias")
+        h = b.depthwise_conv(x, p + "dwconv.weight", p + "dwconv.bias", state=p + "dwconv")
     with b.layer(p + "norm", "norm", c_in=L, c_out=L, t_in=T, t_out=T):
         h = b.add_bias(b.mul_chan(Act(g.ggml_norm(ctx, h.t, 1e-6), True), p + "norm.weight"), p + "norm.bias")
     m = 2 * 4 * L * L * T
@@ -262,7 +267,9 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
     ]
     with b.layer(p, "residual_unit", c_in=c, c_out=c, t_in=T, t_out=T, extra={"fuses": [p + s[0] for s in subs]}):
         w = {name: b.w[f"{p}.{name}"] for name in fused.UNIT_SOURCES[1:]}
-        y = Act(fused.residual_unit(b.ctx, x.t, x.cl, w, dilation, b.low.winograd_unit), True)
+        # streaming: the unit reads its input's past (conv1's left context) and writes the call's frames only
+        xs, _ = b.context(p, x, 6 * dilation)
+        y = Act(fused.residual_unit(b.ctx, xs.t, xs.cl, w, dilation, b.low.winograd_unit, lead=xs.T - T), True)
     for suffix, kind, k, macs, extra in subs:
         info = {"kernel": k, "macs": macs, "macs_seed": macs} if k else {}
         with b.layer(p + suffix, kind, c_in=c, c_out=c, t_in=T, t_out=T, extra=extra | d, **info):
@@ -294,8 +301,10 @@ def fused_snake_convt(b: GraphBuilder, x: Act, blk: int, cin: int, cout: int, r:
         pass
     with convt_record(b, cp, cin, cout, k, T, r, fuses=[sp]):
         w = b.w
+        xs, _ = b.context(cp, x, 1)  # streaming: the frame before the call, whose products overlap its first
         y = fused.snake_convt(
-            b.ctx, x.t, x.cl, w[sp + ".alpha"], w[sp + ".beta"], w[cp + ".weight"], w[cp + ".bias"], r
+            b.ctx, xs.t, xs.cl, w[sp + ".alpha"], w[sp + ".beta"], w[cp + ".weight"], w[cp + ".bias"], r,
+            lead=xs.T - T,
         )
         return Act(y, True)
 
@@ -330,7 +339,8 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
     need_tfm = first <= stages.index("pre_transformer")
     if need_tfm:
         pos = b.input("pos", g.GGML_TYPE_I32, frames)
-        mask = b.input("mask", g.GGML_TYPE_F32, frames, frames)
+        keys = frames + (hp.sliding_window - 1 if b.carry is not None else 0)  # streaming: the cached ones too
+        mask = b.input("mask", g.GGML_TYPE_F32, keys, frames)
 
     def run(name: str, fn) -> None:
         nonlocal x
@@ -371,6 +381,22 @@ def feed(hp: HParams, frames: int, inputs: dict) -> dict:
     k = np.arange(frames)[None, :]
     allowed = (k <= q) & (k > q - hp.sliding_window)
     return {"pos": np.arange(frames, dtype=np.int32), "mask": np.where(allowed, 0.0, -np.inf).astype(np.float32)}
+
+
+def feed_stream(hp: HParams, frames: int, position: int, inputs: dict) -> dict:
+    """A streaming call's inputs that follow from the shape and the stream's position (the frames decoded before
+    it): absolute positions for RoPE, and the sliding-window mask over the cached keys (the window's other
+    sliding_window - 1 positions, oldest first) and this call's; keys before the stream's start are hidden."""
+    if "pos" not in inputs:
+        return {}
+    W = hp.sliding_window
+    q = position + np.arange(frames)[:, None]
+    k = position - (W - 1) + np.arange(W - 1 + frames)[None, :]
+    allowed = (k >= 0) & (k <= q) & (k > q - W)
+    return {
+        "pos": np.arange(position, position + frames, dtype=np.int32),
+        "mask": np.where(allowed, 0.0, -np.inf).astype(np.float32),
+    }
 
 
 def finish(outputs: dict, plan: LoweringPlan, hp: HParams) -> dict:

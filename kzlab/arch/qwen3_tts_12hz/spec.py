@@ -74,6 +74,9 @@ class Qwen3Tts12Hz:
     chunk_size: int = 300
     left_context: int = 25
     right_context: int = 0
+    #: every layer reads only the past (causal convs and transposed convs, a causal sliding-window transformer):
+    #: it streams with its state carried, exactly (`Decoder.stream`)
+    causal: bool = True
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"latent": "decoder.0", "codes": "quantizer"})
     #: the fused residual-unit and SnakeBeta+transposed-conv CPU nodes (kzlab.graph.fused) apply
     fused_nodes: bool = True

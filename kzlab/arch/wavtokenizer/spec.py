@@ -264,6 +264,12 @@ class WavTokenizerDec:
     chunk_size: int = 300
     left_context: int = 50
     right_context: int = 0
+    #: not causal: its convs are centred ('same' padding) and the posnet's attention and GroupNorms see every frame,
+    #: so a stream decodes overlapping windows (`kzlab.runtime.stream`), `stream_context` = (frames before, frames
+    #: after) each call's frames; `stream_note` says what that gives against the offline decode
+    causal: bool = False
+    stream_context: tuple[int, int] = (50, 8)
+    stream_note: str = "an approximation: the posnet's attention and GroupNorms see only the window"
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
     #: the fused CPU nodes (kzlab.graph.fused) in the fast mode: the ConvNeXt block (`dwmlp="fused"`), the
     #: GroupNorm statistics and the normalised conv (`normconv="fused"`)

@@ -63,9 +63,11 @@ def snake_rows(
 
 def unit_rows(
     x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], dilation: int, t0: int, t1: int, tile: int,
-    winograd: bool = False,
+    winograd: bool = False, lead: int = 0,
 ) -> None:
-    """Output frames [t0, t1) of one residual unit, a tile at a time; x and y are [T, C] (any strides).
+    """Output frames [t0, t1) of one residual unit, a tile at a time; x and y are [T, C] (any strides). `lead`: x
+    starts with that many frames of context (a stream's past) that have no output row: input frame t is y's
+    frame t - lead.
 
     y = x + conv2(snake2(conv1(snake1(x)) + b1)) + b2, conv1 causal with kernel K and `dilation`: output frame t
     reads snake1(x) at t - (K-1)*dilation ... t, zeros before frame 0 (the conv's left padding). With `winograd`,
@@ -106,7 +108,7 @@ def unit_rows(
                 np.matmul(S[k * dilation : k * dilation + n], W1[k], out=tm)
                 h += tm
         snake_rows(h, h, p["act2.alpha"], p["act2.beta"], tm, bias=p["conv1.bias"])
-        out = y[s : s + n]
+        out = y[s - lead : s - lead + n]
         np.matmul(h, W2, out=tm)
         tm += p["conv2.bias"]
         np.add(tm, x[s : s + n], out=out)
@@ -123,10 +125,13 @@ def convt_tile_rows(k: int, c_out: int) -> int:
     return tile_rows(CONVT_TILE_BYTES, k * c_out, CONVT_MIN_ROWS)
 
 
-def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, a: int, b: int, tile: int) -> None:
+def convt_rows(
+    x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, a: int, b: int, tile: int, lead: int = 0
+) -> None:
     """Input frames [a, b) of SnakeBeta + causal ConvTranspose1d (kernel 2 x stride, trimmed on the right).
 
-    x is [T, C_in] (any strides), y is [T x stride, C_out] channels-last. Output frame t*stride + j is
+    x is [T, C_in] (any strides), y is [(T - lead) x stride, C_out] channels-last: the first `lead` input frames
+    are a stream's past, read for their overlap and given no output. Output frame t*stride + j is
     snake(x)[t] . W[:, j] + snake(x)[t-1] . W[:, j + stride] + bias, so a tile reads one input frame before
     its start: one product per tile, P [frames, K, C_out], and the overlap-add is one add of two halves of P."""
     W = p["weight"]  # [C_in, K, C_out]
@@ -142,7 +147,7 @@ def convt_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: i
         n = e - s0
         snake_rows(x[s0:e], S[:n], p["alpha"], p["beta"], S_tmp[:n])
         P3 = np.matmul(S[:n], W2, out=P[:n]).reshape(n, k, c_out)
-        y3 = y[s * r : e * r].reshape(e - s, r, c_out)
+        y3 = y[(s - lead) * r : (e - lead) * r].reshape(e - s, r, c_out)
         if s0 == s:  # the first frame of the signal: nothing before it
             np.copyto(y3[0], P3[0, :r])
             np.add(P3[1:, :r], P3[:-1, r:], out=y3[1:])
@@ -158,10 +163,11 @@ CONVT_SPLIT_CHANNELS_BYTES = 32 << 20
 
 
 def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, c0: int, c1: int,
-                       tile: int) -> None:
+                       tile: int, lead: int = 0) -> None:
     """Output channels [c0, c1) of SnakeBeta + causal ConvTranspose1d over every frame (`convt_rows`'s arithmetic
     split the other way): per tap pair j, j + stride one product each over this thread's columns of W, so each
-    thread streams only its share of the weight; the SnakeBeta of the input is computed by every thread."""
+    thread streams only its share of the weight; the SnakeBeta of the input is computed by every thread. `lead`
+    as in `convt_rows`."""
     W = p["weight"]  # [C_in, K, C_out]
     c_in, k, c_out = W.shape
     r, T = stride, x.shape[0]
@@ -169,9 +175,9 @@ def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], s
     S_tmp = np.empty_like(S)
     A = np.empty((tile, c1 - c0), np.float32)
     B = np.empty_like(A)
-    y4 = y.reshape(T, r, c_out)
+    y4 = y.reshape(T - lead, r, c_out)
     bias = p["bias"][c0:c1]
-    for s in range(0, T, tile):
+    for s in range(lead, T, tile):
         e = min(T, s + tile)
         s0 = max(0, s - 1)
         n, m = e - s0, e - s
@@ -186,7 +192,7 @@ def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], s
                 np.matmul(S[: m - 1], W[:, j + r, c0:c1], out=B[1:m])
                 a[1:] += B[1:m]
             a += bias
-            y4[s:e, j, c0:c1] = a
+            y4[s - lead : e - lead, j, c0:c1] = a
 
 
 # ---- the ConvNeXt block ------------------------------------------------------------------------------------

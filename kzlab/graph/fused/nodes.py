@@ -149,13 +149,14 @@ def _rows_view(d, flags: int) -> tuple[np.ndarray, int, int]:
     return _array(d.src[0], (C, T)).T, C, T
 
 
-def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
-    """This thread's even share of the frames [0, T), handed to `rows(start, end, tile)` in tiles of at most
+def _share(ith: int, nth: int, T: int, tile: int, rows, lead: int = 0) -> None:
+    """This thread's even share of the frames [lead, T), handed to `rows(start, end, tile)` in tiles of at most
     `tile` frames, evened out, with numpy's BLAS on one thread (each ggml thread runs its own products).
 
     The frames are split first and tiled second: split as whole tiles, one thread could get a tile more than the
     other (8 against 7 tiles of 341 frames at 4960 frames), and the node takes as long as its slowest thread."""
-    a, b = T * ith // nth, T * (ith + 1) // nth
+    n = T - lead
+    a, b = lead + n * ith // nth, lead + n * (ith + 1) // nth
     if a < b:
         n_tiles = -(-(b - a) // tile)
         blas_one_thread()
@@ -165,28 +166,30 @@ def _share(ith: int, nth: int, T: int, tile: int, rows) -> None:
 def _unit_kernel(dst, ith: int, nth: int, flags: int) -> None:
     d = dst.contents
     x, C, T = _rows_view(d, flags)
-    y = _array(dst, (T, C))  # the node always writes channels-last
+    lead = T - int(d.ne[1])  # a stream's past in front of the input: no output rows
+    y = _array(dst, (T - lead, C))  # the node always writes channels-last
     K = int(d.src[3].contents.ne[2])  # taps, or Winograd's m + 6 matrices
     shapes = [(C,), (C,), (K, C, C), (C,), (C,), (C,), (C, C), (C,)]
     names = UNIT_SOURCES[1:]
     p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
     wino = bool(flags & WINOGRAD)
     tile = unit_tile_rows(C)
-    _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino))
+    _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino, lead), lead)
 
 
 _UNIT_CB = _callback(_unit_kernel)
 
 
-def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = False):
-    """The fused residual-unit node over `x` (F32, 2-D, C channels); writes channels-last [C, T].
+def residual_unit(ctx, x, in_cl: bool, w: dict, dilation: int, winograd: bool = False, lead: int = 0):
+    """The fused residual-unit node over `x` (F32, 2-D, C channels); writes channels-last [C, T - lead]: the first
+    `lead` frames of `x` are a stream's past (the conv's left context), read and given no output.
 
     `w` maps UNIT_SOURCES[1:] to the weight tensors: folded snake constants ([C]), conv1.weight as ne
     [C_out, C_in, K] (numpy [K, C_in, C_out]; with `winograd`, Winograd's m + 6 transformed matrices, ne
     [C_out, C_in, m + 6]), conv2.weight as ne [C_out, C_in], biases [C]."""
     C, T = _channels_frames(x, in_cl)
     flags = (IN_CL if in_cl else 0) | OUT_CL | (WINOGRAD if winograd else 0) | (dilation << _PARAM_SHIFT)
-    return _node(ctx, _UNIT_CB, [x] + [w[k] for k in UNIT_SOURCES[1:]], C, T, flags)
+    return _node(ctx, _UNIT_CB, [x] + [w[k] for k in UNIT_SOURCES[1:]], C, T - lead, flags)
 
 
 # ---- SnakeBeta + transposed conv ------------------------------------------------------------------------------
@@ -196,7 +199,8 @@ def _convt_kernel(dst, ith: int, nth: int, flags: int) -> None:
     x, C, T = _rows_view(d, flags)
     w = d.src[3].contents
     c_out, k = int(w.ne[0]), int(w.ne[1])
-    y = _array(dst, (T * stride, c_out))
+    lead = T - int(d.ne[1]) // stride  # a stream's past in front of the input: read for its overlap only
+    y = _array(dst, ((T - lead) * stride, c_out))
     shapes = {"alpha": (C,), "beta": (C,), "weight": (C, k, c_out), "bias": (c_out,)}
     p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
     tile = convt_tile_rows(k, c_out)
@@ -204,23 +208,24 @@ def _convt_kernel(dst, ith: int, nth: int, flags: int) -> None:
         c0, c1 = c_out * ith // nth, c_out * (ith + 1) // nth
         if c0 < c1:
             blas_one_thread()
-            convt_channel_rows(x, y, p, stride, c0, c1, min(tile, T))
+            convt_channel_rows(x, y, p, stride, c0, c1, min(tile, T), lead)
     else:
-        _share(ith, nth, T, tile, lambda a, b, n: convt_rows(x, y, p, stride, a, b, n))
+        _share(ith, nth, T, tile, lambda a, b, n: convt_rows(x, y, p, stride, a, b, n, lead), lead)
 
 
 _CONVT_CB = _callback(_convt_kernel)
 
 
-def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int):
-    """The fused SnakeBeta + transposed-conv node over `x` (F32, 2-D); writes channels-last [C_out, T x stride].
+def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int, lead: int = 0):
+    """The fused SnakeBeta + transposed-conv node over `x` (F32, 2-D); writes channels-last [C_out, (T - lead) x
+    stride]: the first `lead` frames of `x` are a stream's past, read for their overlap only.
 
     `weight` is ne [C_out, K, C_in] (numpy [C_in, K, C_out]) with K = 2 x stride; `alpha`, `inv_beta` the
     folded snake constants ([C_in]); `bias` [C_out]."""
     T = _channels_frames(x, in_cl)[1]
     c_out = int(weight.contents.ne[0])
     flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _PARAM_SHIFT)
-    return _node(ctx, _CONVT_CB, [x, alpha, inv_beta, weight, bias], c_out, T * stride, flags)
+    return _node(ctx, _CONVT_CB, [x, alpha, inv_beta, weight, bias], c_out, (T - lead) * stride, flags)
 
 
 # ---- the ConvNeXt block --------------------------------------------------------------------------------------

@@ -55,8 +55,10 @@ def serve(mmproj: str, threads: int) -> None:
         frame_major = np.ascontiguousarray(codes.T.astype(np.int32))  # frame * groups + group
         t0 = time.perf_counter()
         pieces: list[np.ndarray] = []
+        call_seconds: list[float] = []  # each call's own time, from its codes to its audio (a stream's calls)
         state = b""
         for start in range(0, frames, WINDOW_FRAMES):
+            t_call = time.perf_counter()
             chunk = np.ascontiguousarray(frame_major[start:start + WINDOW_FRAMES].reshape(-1))
             inp = M.mtmd_gen_inp_default(ctx)
             inp.type = M.MTMD_GEN_PROCESS_TYPE_GEN_WAV
@@ -72,11 +74,13 @@ def serve(mmproj: str, threads: int) -> None:
                 break
             pieces.append(np.ctypeslib.as_array(out.audio, shape=(out.n_samples,)).copy())
             state = ctypes.string_at(out.state_data, out.state_size)
+            call_seconds.append(time.perf_counter() - t_call)
         else:
             dt = time.perf_counter() - t0
             np.save(req["out"], np.concatenate(pieces).astype(np.float32))
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB -> MB
-            print(json.dumps({"seconds": dt, "calls": len(pieces), "peak_rss_mb": peak}), flush=True)
+            print(json.dumps({"seconds": dt, "calls": len(pieces), "peak_rss_mb": peak, "call_seconds": call_seconds,
+                              "state_bytes": len(state)}), flush=True)
     M.mtmd_free(ctx)
 
 
@@ -94,6 +98,8 @@ class Code2Wav:
         self.sample_rate = int(hello["sample_rate"])
         self.peak_rss_mb = 0.0
         self.calls = 0
+        self.call_seconds: list[float] = []  # the last decode's calls, each timed by the worker
+        self.state_bytes = 0  # the size of the state the last call handed back
 
     def _reply(self) -> dict:
         assert self.proc.stdout is not None
@@ -116,6 +122,8 @@ class Code2Wav:
         msg = self._reply()
         self.peak_rss_mb = max(self.peak_rss_mb, float(msg["peak_rss_mb"]))
         self.calls = int(msg["calls"])
+        self.call_seconds = [float(x) for x in msg.get("call_seconds", [])]
+        self.state_bytes = int(msg.get("state_bytes", 0))
         return np.load(dst), float(msg["seconds"])
 
     def close(self) -> None:

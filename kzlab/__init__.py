@@ -66,6 +66,8 @@ _LAZY = {
     "RunSpec": "kzlab.app.runner",
     "RunRecord": "kzlab.app.runner",
     "execute": "kzlab.app.runner",
+    "stream_sweep": "kzlab.app.streaming",
+    "StreamSweep": "kzlab.app.streaming",
     "placement_diff": "kzlab.analysis.predict.compare",
     "write_report": "kzlab.report",
     "families": "kzlab.arch",

@@ -762,6 +762,96 @@ def stage_snr(acc: Any, labels: Sequence[str] | None = None, bound: float | None
     return fig
 
 
+# ---- streaming ---------------------------------------------------------------------------------------------
+def stream_rows(obj: Any) -> list[dict]:
+    """A stream sweep's rows: a `StreamSweep` (its `rows`), its `to_dict()`, or the rows themselves."""
+    rows = field(obj, "rows") if not isinstance(obj, list | tuple) else obj
+    return as_rows(rows)
+
+
+def _range_errorbar(ax: Any, xs: Sequence[float], spans: Sequence[Mapping], color: Any, label: str) -> None:
+    """A predicted value per x drawn as predicted_stages draws it: the p50 marked, the p10-p90 whisker dark, min-max
+    faint."""
+    p50 = np.array([s["p50"] for s in spans])
+    lo = [p50 - [s["p10"] for s in spans], np.array([s["p90"] for s in spans]) - p50]
+    full = [p50 - [s["min"] for s in spans], np.array([s["max"] for s in spans]) - p50]
+    ax.errorbar(xs, p50, yerr=full, fmt="none", **FULL)
+    ax.errorbar(xs, p50, yerr=lo, fmt="D", color=color, mfc="none", ms=6, label=label,
+                **{**BAND, "ecolor": _darker(color)})
+
+
+def stream_figure(rows: Any, title: str | None = None, frame_ms: float | None = None) -> Figure:
+    """Chunk size (frames per call, log axis) against the time to first audio and the real-time factor of a
+    stream: measured rows (`kzlab.app.streaming.stream_sweep`: size, first_audio_ms, call_ms_median, rtf; a
+    `label` column draws one curve per label) as points and lines; a row's predicted values
+    (`first_audio_range`, `rtf_range`: {p10, p50, p90, min, max}) as ranges, the way every predicted figure draws
+    them. The real-time line (RTF = 1) is marked: below it the decoder keeps up with the audio it returns.
+    `frame_ms` (or the rows' `chunk_audio_ms`): also draw the first audio as a listener waits for it when the codes
+    arrive in real time (the chunk's own duration, then its call)."""
+    rows = [r for r in stream_rows(rows) if r.get("size")]
+    series: dict[str, list[dict]] = {}
+    for r in rows:
+        series.setdefault(str(r.get("label") or ""), []).append(r)
+    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    ax_t, ax_r = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    rtfs: list[float] = []
+    for i, (lab, rs) in enumerate(series.items()):
+        rs = sorted(rs, key=lambda r: r["size"])
+        c = f"C{i}"
+        pre = f"{lab}: " if lab else ""
+        xs = [float(r["size"]) for r in rs]
+
+        def col(key: str, rs: list[dict] = rs) -> list[float]:
+            return [float(r[key]) if r.get(key) is not None else np.nan for r in rs]
+
+        if any(r.get("first_audio_ms") is not None for r in rs):
+            ax_t.plot(xs, col("first_audio_ms"), "o-", color=c, label=f"{pre}first audio (first call)")
+        if any(r.get("call_ms_median") is not None for r in rs):
+            ax_t.plot(xs, col("call_ms_median"), "s:", color=c, alpha=0.7, ms=4, label=f"{pre}call median")
+        waits = [(r.get("chunk_audio_ms") if frame_ms is None else r["size"] * frame_ms) for r in rs]
+        if all(w is not None for w in waits) and any(r.get("first_audio_ms") is not None for r in rs):
+            ax_t.plot(xs, np.array(waits, float) + np.array(col("first_audio_ms")), "--", color=c, alpha=0.45,
+                      label=f"{pre}codes arriving in real time (+ the chunk's duration)")
+        if any(r.get("rtf") is not None for r in rs):
+            ax_r.plot(xs, col("rtf"), "o-", color=c, label=f"{pre}measured" if lab else "measured")
+            rtfs += [v for v in col("rtf") if np.isfinite(v)]
+        for key, ax, what in (("first_audio_range", ax_t, "first audio"), ("rtf_range", ax_r, "RTF")):
+            pts = [(float(r["size"]), span_of(r[key], 0.0)) for r in rs if r.get(key)]
+            if pts:
+                _range_errorbar(ax, [x for x, _ in pts], [s for _, s in pts], c,
+                                f"{pre}predicted {what} (p50, p10-p90, min-max)")
+                if ax is ax_r:
+                    rtfs += [s["max"] for _, s in pts] + [s["min"] for _, s in pts]
+    ax_r.axhline(1.0, color="#b00020", ls="--", lw=1, label="real time (RTF = 1)")
+    if rtfs:
+        lo, hi = min([*rtfs, 1.0]), max([*rtfs, 1.0])
+        ax_r.set_ylim(lo / 1.6, hi * 1.6)
+    ax_r.set_yscale("log")
+    _plain_log(ax_r.yaxis)
+    ax_r.fill_between([0, 1], 1.0, 1e9, transform=ax_r.get_yaxis_transform(), color="#b00020", alpha=0.05, lw=0)
+    for ax in (ax_t, ax_r):
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(_int_formatter())
+        ax.set_xlabel("chunk size (code frames per call)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    ax_t.set_yscale("log")
+    _plain_log(ax_t.yaxis)
+    ax_t.set_ylabel("ms")
+    ax_t.set_title("time to first audio (graphs built before timing)", fontsize=9)
+    ax_r.set_ylabel("real-time factor (compute / audio)")
+    ax_r.set_title("real-time factor: below the line the stream keeps up", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _int_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _pos: f"{v:g}")
+
+
 def _times_by(prof: Any, key: str) -> dict[str, float]:
     t: dict[str, float] = defaultdict(float)
     for n in as_rows(field(prof, "nodes")):
@@ -790,6 +880,8 @@ __all__ = [
     "roofline",
     "spectrogram",
     "stage_snr",
+    "stream_figure",
+    "stream_rows",
     "t_evolution",
     "timeline",
     "top_ops",

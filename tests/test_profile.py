@@ -332,6 +332,60 @@ def test_cli_profile_json(tmp_path):
     assert json.loads(trace.read_text())["traceEvents"]
 
 
+def test_profile_of_one_streaming_call():
+    """`profile(stream=K)` times one call of a stateful stream: the streaming graph of K frames at the position the
+    warm-up calls reached, with the state they left; its audio is the stream's own call's, and the config says so."""
+    path = TINY / "qwentts-tokenizer-f32.gguf"
+    p = kzlab.profile(path, stream=3, warm=6, repeat=1, peak=False, progress=False, threads=2)
+    c = p.config
+    st = c["stream"]
+    assert c["frames"] == 3 and st["call_frames"] == 3 and st["position"] == 6 and st["warmed_by"] == [3, 3]
+    assert c["graph"] == "one streaming call of 3 frames at position 6"
+    assert st["state_tensors"] == len(st["state"]) > 0 and st["state_bytes"] == sum(r["nbytes"] for r in st["state"])
+    assert {r["kind"] for r in st["state"]} == {"context", "kv"}
+    # what ran is the streaming plan (the fast mode's unit conv direct), and the config says which choice changed
+    assert c["lowering_resolved"]["unitconv"] == "direct" and set(st["plan_changes"]) == {"unitconv"}
+    assert "unitconv=winograd" not in c["lowering_label"]
+    assert json.loads(json.dumps(p.to_dict()))["config"]["stream"]["position"] == 6
+    # the graph reads the state: a node concatenates it in front of the call's frames
+    assert any(n["op"] == "CONCAT" for n in p.nodes) and p.node_time_ms > 0
+    with kzlab.load(path, threads=2) as dec:
+        codes = kzlab.random_codes(dec.hparams, 9, 0)  # the profile's random frames (seed 0)
+        s = dec.stream()
+        s.push(codes[:, :3])
+        s.push(codes[:, 3:6])
+        want = s.push(codes[:, 6:9])
+    assert p.wav.shape == want.shape and snr_db(p.wav, want) >= 100
+    # by default the warm-up fills the longest state tensor (an attention layer's window of keys)
+    d = kzlab.profile(path, stream=4, codes=None, repeat=1, warmup=0, peak=False, progress=False, threads=2)
+    longest = max(r["frames"] for r in d.config["stream"]["state"])
+    assert d.config["stream"]["position"] == -(-longest // 4) * 4
+
+
+def test_profile_stream_refusals(tmp_path):
+    path = TINY / "qwentts-tokenizer-f32.gguf"
+    for bad in ({"stream": 0}, {"stream": 2, "warm": -1}, {"stream": 3, "codes": np.zeros((16, 3), np.int32)},
+                {"stream": 2, "warm": 2, "codes": np.zeros((16, 5), np.int32)}):
+        with pytest.raises(kzlab.InvalidOptionError):
+            kzlab.profile(path, repeat=1, warmup=0, peak=False, progress=False, **bad)
+    wt = tmp_path / "wt.gguf"
+    run_cli("synth", "--preset", "wavtokenizer-dec-tiny", "--dtype", "f32", "-o", str(wt), "-q")
+    with pytest.raises(kzlab.InvalidOptionError, match="not causal"):
+        kzlab.profile(wt, stream=2, repeat=1, warmup=0, peak=False, progress=False)
+
+
+def test_cli_profile_stream_json(tmp_path):
+    out = tmp_path / "s.json"
+    p = run_cli(
+        "profile", str(TINY / "qwentts-tokenizer-f32.gguf"), "--stream", "2", "--warm", "4", "--repeat", "1",
+        "--threads", "1", "--no-peak", "--json", str(out),
+    )  # fmt: skip
+    assert "one streaming call of 2 frames at position 4" in p.stdout and "MUL_MAT" in p.stdout
+    d = json.loads(out.read_text())
+    assert d["config"]["frames"] == 2 and d["config"]["stream"]["call_frames"] == 2
+    assert d["config"]["samples"] == 2 * 1920
+
+
 @pytest.mark.slow
 def test_full_size_bigvgan_table(full_synth, capsys):
     prof = kzlab.profile(full_synth, frames=31, repeat=1, warmup=0, peak=False)

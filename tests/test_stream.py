@@ -98,6 +98,19 @@ def test_stream_with_f16_columns_is_within_their_rounding(codes40):
         check_stream(dec, codes40[:, :20], sizes=(1, 7), bound=45.0)
 
 
+def test_winograd_asked_for_by_name_streams_and_says_it_is_not_exact(codes40):
+    """unitconv='winograd' by name: the stream runs it too (no substitution), and says its rounding differs."""
+    with kzlab.load(F32, backend="cpu", unitconv="winograd") as dec:
+        s = dec.stream()
+        assert not s.exact and "winograd" in s.describe() and not s.plan_changes
+        wav = s.run(codes40[:, :12], 5)
+        assert s.summary()["exact"] is False
+        assert snr_db(wav, dec.decode(codes40[:, :12])) >= 70  # the F32 bound: Winograd's rounding, not an error
+    with kzlab.load(F32, backend="cpu") as dec:
+        s = dec.stream()
+        assert s.exact and set(s.plan_changes) == {"unitconv"}
+
+
 def test_state_is_carried_not_recomputed(codes40):
     """Pushing frames one at a time and four at a time leaves the same state (up to rounding) and position."""
     with kzlab.load(F32, backend="cpu", mode="portable") as dec:

@@ -249,3 +249,56 @@ def test_compare_tab_gives_a_probability_for_two_predicted_placements(wb):
     assert any("P = " in t.get_text() for f in view.figures for ax in f.axes for t in ax.texts)
     again = wb.show_compare().data["paired"]
     assert again["pairs"] == d["pairs"]  # seeded: the same draws each time
+
+
+def test_stream_tab(wb):
+    """The Stream tab streams the first decoder's input codes at each chunk size (graphs built before timing): the
+    figure, a row per size, and the carried state's tensors with their bytes; the stream equals the offline decode."""
+    from kzlab.ui.views import TABS
+
+    assert "Stream" in TABS and any(type(k).__name__ == "HBox" for k in wb._tab_boxes["Stream"].children)
+    n_runs = len(wb.results)
+    wb.stream_sizes.value = "3, 1"
+    wb.stream_button.click()
+    assert wb.wait(300)
+    assert wb.error is None, wb.error
+    assert len(wb.results) == n_runs and len(wb.streams) == 1  # a stream is not a run: the run tabs keep theirs
+    sw = wb.streams[-1]
+    assert sw.ok and sw.kind == "stateful" and sw.frames == wb.frames.value
+    view = wb.views["Stream"]
+    assert [r["size"] for r in view.rows] == [1, 3]
+    for r in view.rows:
+        assert r["first_audio_ms"] > 0 and r["rtf"] > 0 and r["calls"] == -(-sw.frames // r["size"])
+        assert r["snr_db"] >= 100, r  # against the offline decode in the streaming call's arithmetic
+    assert view.data["state"] and view.data["state_bytes"] == sum(s["nbytes"] for s in view.data["state"])
+    text = "".join(view.html)
+    assert "before timing" in sw.prepared and "carried state" in text and sw.backend_label in text
+    fig = view.figures[0]
+    assert [ax.get_xscale() for ax in fig.axes] == ["log", "log"]
+    assert any(line.get_ydata()[0] == 1.0 and "real time" in line.get_label() for line in fig.axes[1].lines)
+    kids = wb._tab_boxes["Stream"].children
+    assert any(type(k).__name__ == "Image" for k in kids) and kids[0].children[0] is wb.stream_sizes
+    assert wb.progress.value == wb.progress.max > 0 and "Stream tab" in wb.status.value
+    wb.stream_sizes.value = "0,x"
+    wb.stream_button.click()
+    assert wb.wait(10) and "chunk sizes" in (wb.error or "") and "'0,x'" in wb.error
+    assert len(wb.streams) == 1
+    wb.stream_sizes.value = "1,4,16"
+
+
+def test_stream_tab_of_a_windowed_family_says_so():
+    """A family that is not causal streams in overlapping windows: the tab says so, carries no state, and gives the
+    SNR against the offline decode."""
+    import kzlab
+
+    w = kzlab.Workbench(model="wavtokenizer-tiny")
+    w.frames.value, w.threads.value, w.repeat.value = 24, 2, 1
+    w.stream_sizes.value = "8"
+    w.stream_button.click()
+    assert w.wait(300)
+    sw = w.streams[-1]
+    assert sw.ok, sw.error
+    assert sw.kind == "windowed" and not sw.state and sw.reference == "the offline decode"
+    text = "".join(w.views["Stream"].html)
+    assert "not causal" in text and "no carried state" in text
+    assert w.views["Stream"].rows[0]["snr_db"] is not None

@@ -49,7 +49,7 @@ from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
 from kzlab.runtime.profiler import DEFAULT_BUDGET, NodeInfo, Profiler, check_granularity
 from kzlab.runtime.remote import call_isolated, check_servers, in_worker
-from kzlab.runtime.session import Session
+from kzlab.runtime.session import Session, slot_shape
 from kzlab.runtime.spec import BackendSpec, is_rpc
 
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
@@ -361,6 +361,8 @@ def profile(
     granularity: str | int = "auto",
     apportion: str = "auto",
     budget: int = DEFAULT_BUDGET,
+    stream: int | None = None,
+    warm: int | None = None,
     **lowering_kw,
 ) -> Profile:
     """Profile one decode of `codes` (or of `frames` random frames) on the given backend setup.
@@ -375,6 +377,15 @@ def profile(
     measured and shared out (see the module docstring).
     The config records what was asked (`*_requested`) next to what ran (backend, sched, mode,
     `lowering_resolved`, granularity, apportion).
+
+    `stream=K`: profile one call of a stateful stream (`Decoder.stream`, a causal family) of K frames instead of
+    a whole decode: the call's graph (its state as inputs and outputs) at stream position `warm`, with the state
+    that pushing `warm` frames in calls of K left (default: enough calls of K to fill the longest state tensor,
+    e.g. an attention layer's window of keys, so that every tensor holds real frames); the codes are `codes` (its
+    first T - K frames warm the state, the last K are the profiled call) or `warm + K` random frames. The graph is
+    built in the streaming plan (`LoweringPlan.for_stream`): `lowering_resolved` is that plan and
+    `config["stream"]` says what was profiled (frames, position, the state's tensors and bytes, the choices the
+    streaming plan changes).
     """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise InvalidOptionError(f"repeat={repeat!r}: expected an integer >= 1")
@@ -403,30 +414,38 @@ def profile(
         lowering = (lowering or Lowering()).replace(**lowering_kw)
     lowering = lowering or Lowering()
     hp = model.hparams
+    if stream is not None:
+        check_stream_call(hp, stream, warm, codes)
     if codes is not None:
         if hp.num_quantizers == 1 and np.ndim(codes) == 1:  # [T] for a one-codebook family, as decode takes
             codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, hp)
+        if stream is not None and c.shape[1] <= stream:
+            raise InvalidOptionError(f"stream={stream}: the codes' {c.shape[1]} frames leave none to warm the state "
+                                     f"(the last {stream} are the profiled call); pass more, or no codes")
+    elif stream is not None:
+        c = None  # random frames once the state's length is known (the session's graph of K frames)
     else:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
             raise InvalidOptionError(f"frames={frames!r}: expected an integer >= 1 (or pass codes=)")
         c = random_codes(hp, frames, seed)
-    T = int(c.shape[1])
+    T = int(stream) if stream is not None else int(c.shape[1])  # the profiled graph's frames
     if any(is_rpc(n) for n in spec.names()) and not in_worker():
         # ggml aborts the process when an RPC server goes away: profile in a worker process, as decode does
         check_servers(spec.names())
         prof = call_isolated(
             "kzlab.analysis.profile:profile", model, codes=c, backends=spec, lowering=lowering, repeat=repeat,
             warmup=warmup, peak=peak, progress=False, granularity=granularity, apportion=apportion, budget=budget,
-            label=", ".join(spec.names()), doing="profiling",
+            stream=stream, warm=warm, seed=seed, label=", ".join(spec.names()), doing="profiling",
         )
         prof.config["isolated"] = "worker process"
         return prof
     custom = arch_of(hp).custom_flops
     with Session(model, lowering, spec) as s:
+        call = stream_call(s, stream, warm, c, seed) if stream is not None else None
         meas = Profiler(s).measure(
             T,
-            {"codes": c},
+            call.inputs if call else {"codes": c},
             repeat=repeat,
             warmup=warmup,
             progress=progress,
@@ -434,9 +453,11 @@ def profile(
             calibrate=model_used == "calibrated",
             estimate=functools.partial(_roofline_estimate, custom=custom),
             budget=budget,
+            stream=call is not None,
         )
-        records = list(s.graph(T).layers)
-        rb, plan = s.resolved, s.plan
+        records = list(s.graph(T, stream=call is not None).layers)
+        rb = s.resolved
+        plan = s.plan.for_stream()[0] if call else s.plan  # what the profiled graph was built from
         config = {
             **plan.to_dict(),
             "mode": plan.mode,
@@ -480,7 +501,11 @@ def profile(
             "isolated": "",
             "versions": versions(),
             "machine": machine(),
+            "stream": call.config() if call else None,
         }
+        if call:
+            config["graph"] = f"one streaming call of {T} frames at position {call.position}"
+            config["lowering_stream_changes"] = dict(call.plan_changes)
     peak_info = mul_mat_peak(config["threads"]) if peak else {"gflops": 0.0}
     config["peak"] = peak_info
     stage_of = {r.path: r.stage for r in records}
@@ -503,6 +528,88 @@ def profile(
         evolution=stage_evolution(records),
         wav=meas.output,
     )
+
+
+# ---- one call of a stream ---------------------------------------------------------------------------------
+def check_stream_call(hp, stream, warm, codes) -> None:
+    """Refuse what `profile(stream=K)` cannot profile: a family that does not stream with its state, a bad K or
+    warm-up."""
+    arch = arch_of(hp)
+    if not getattr(arch, "causal", False):
+        raise InvalidOptionError(
+            f"stream={stream!r}: the {arch.name} family is not causal, so it has no streaming call of its own (it "
+            "streams in overlapping windows, each call an offline decode of its window: profile that with frames=)"
+        )
+    if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 1:
+        raise InvalidOptionError(f"stream={stream!r}: expected the frames of one call, an integer >= 1")
+    if warm is not None and (isinstance(warm, bool) or not isinstance(warm, int | np.integer) or warm < 0):
+        raise InvalidOptionError(f"warm={warm!r}: expected the frames pushed before the call, an integer >= 0")
+    if warm is not None and codes is not None:
+        raise InvalidOptionError("warm= and codes= both say where the call is: with codes, every frame before the "
+                                 "last K warms the state")
+
+
+@dataclass
+class ProfiledCall:
+    """The streaming call `profile(stream=K)` times: every input of its graph at stream position `position`, with
+    the state the calls before it left."""
+
+    frames: int
+    position: int
+    warm_calls: list[int]
+    inputs: dict[str, np.ndarray]
+    state: list[dict[str, Any]]
+    plan_changes: dict[str, str]
+    codes: str
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "call_frames": self.frames,
+            "position": self.position,
+            "warmed_by": self.warm_calls,
+            "codes": self.codes,
+            "state_tensors": len(self.state),
+            "state_bytes": sum(r["nbytes"] for r in self.state),
+            "state": self.state,
+            "plan_changes": self.plan_changes,
+        }
+
+
+def stream_call(s: Session, k: int, warm: int | None, codes: np.ndarray | None, seed: int = 0) -> ProfiledCall:
+    """Push the warm-up frames through `s` in calls of `k` (`Session.run_stream`), then give every input of the
+    next call of `k` frames: its codes, the state the warm-up left (`state:<key>`, as the graph names it) and the
+    positions and mask the family's graph half feeds at that position (`feed_stream`)."""
+    from kzlab.graph.build import family_graph
+
+    hp = s.model.hparams
+    bg = s.graph(k, stream=True)
+    slots = bg.builder.carry.slots
+    if codes is None:
+        longest = max((sl.frames for sl in slots.values()), default=0)
+        position = -(-longest // k) * k if warm is None else int(warm)
+        codes = random_codes(hp, position + k, seed)
+        source = f"random (seed {seed})"
+    else:
+        position = int(codes.shape[1]) - k
+        source = "given"
+    state: dict[str, np.ndarray] = {}
+    sizes, at = [], 0
+    while at < position:
+        n = min(k, position - at)
+        _, state, _ = s.run_stream(n, {"codes": codes[:, at : at + n]}, state, at)
+        sizes.append(n)
+        at += n
+    feed = dict(family_graph(hp).feed_stream(hp, k, position, bg.builder.inputs))
+    records = []
+    for key, sl in slots.items():
+        arr = state.get(key)
+        if arr is None:  # no call before this one: the stream's start, zeros
+            arr = np.zeros(slot_shape(sl), np.float32)
+        feed[f"state:{key}"] = arr
+        records.append({"key": key, "kind": sl.kind, "channels": int(sl.channels), "frames": int(sl.frames),
+                        "nbytes": int(arr.nbytes)})
+    feed["codes"] = np.ascontiguousarray(codes[:, position : position + k])
+    return ProfiledCall(k, position, sizes, feed, records, dict(s.plan.for_stream()[1]), source)
 
 
 def _request_text(backend: str | tuple[str, ...]) -> str | list[str]:

@@ -83,11 +83,13 @@ def _path(key: dict[str, Any]) -> Path:
 
 
 def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | None = None, repeat: int = 1,
-                       cache: bool = True, progress: Any = False) -> tuple[dict[str, Any], dict[str, Any]]:
+                       cache: bool = True, progress: Any = False,
+                       stream: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(a CPU-only profile of `model`'s portable graph as a dict, where it came from). Taken with
     `kzlab.profile(backend="cpu", sched=False)` unless a valid cached one exists and `cache` is true. The graph is
     the one the placement simulator places for `lowering` (`Lowering.portable()`: the choices `auto` makes by
-    backend made as for the device), run on the CPU."""
+    backend made as for the device), run on the CPU. `stream`: the graph of one streaming call of `frames` frames
+    (`kzlab.profile(stream=frames)`), cached under a key of its own."""
     from kzlab.analysis.profile import profile
 
     threads = int(threads or default_threads())
@@ -95,6 +97,8 @@ def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | No
         lowering = lowering.portable()
     plan = lowering.resolve(cpu_only=True, where="the CPU profile") if hasattr(lowering, "resolve") else lowering
     key = profile_key(file_digest(model.path), plan.to_dict(), frames, threads, repeat)
+    if stream:
+        key["stream"] = True
     path = _path(key)
     if cache and path.is_file():
         try:
@@ -103,8 +107,10 @@ def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | No
                 return d["profile"], {"cached": True, "file": str(path)}
         except (OSError, ValueError, KeyError):
             pass
-    prof = profile(model, frames=frames, backend="cpu", sched=False, lowering=lowering, repeat=repeat, warmup=0,
-                   peak=False, progress=progress, threads=threads)
+    # a streaming call: its graph at the stream's start (the state at zeros: the same shapes and work as any call)
+    extra = {"stream": frames, "warm": 0} if stream else {"frames": frames}
+    prof = profile(model, backend="cpu", sched=False, lowering=lowering, repeat=repeat, warmup=0, peak=False,
+                   progress=progress, threads=threads, **extra)
     d = prof.to_dict()
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"cache_key": key, "profile": d}))

@@ -154,8 +154,8 @@ class Canceller:
             raise Cancelled("run cancelled")
 
 
-def _input(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
-    """('codes', codes, None) or ('latent', latent, reference recording)."""
+def input_of(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """A run's input for this decoder: ('codes', codes, None) or ('latent', latent, reference recording)."""
     hp = dec.hparams
     if spec.ref:
         from kzlab.analysis.accuracy import read_reference
@@ -289,7 +289,7 @@ def execute(
             rec.label = f"{rec.label} {rec.backend_label} {rec.mode}"
         rec.sample_rate = dec.sample_rate
         step(1, "preparing the input")
-        kind, x, rec.reference = _input(spec, dec)
+        kind, x, rec.reference = input_of(spec, dec)
         step(2, "decoding")
         t0 = time.perf_counter()
         out = dec.decode(x, intermediates=True) if kind == "codes" else dec.decode_from("latent", x, intermediates=True)
@@ -357,4 +357,7 @@ def execute(
     return rec
 
 
-__all__ = ["Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "machine_info", "peek_family"]
+__all__ = [
+    "Canceller", "HEXAGON_PROFILES", "INPUTS", "RunRecord", "RunSpec", "execute", "input_of", "machine_info",
+    "peek_family",
+]

@@ -1,6 +1,8 @@
-"""`kzlab profile MODEL [--frames N | --codes F] [--backend ...] [--repeat R] [--json OUT] [--trace OUT]`.
+"""`kzlab profile MODEL [--frames N | --codes F] [--stream K [--warm P]] [--backend ...] [--repeat R] [--json OUT]
+[--trace OUT]`.
 
-Prints the time per stage and per op of one decode, timed node by node (see kzlab.runtime.profiler).
+Prints the time per stage and per op of one decode, timed node by node (see kzlab.runtime.profiler); with
+`--stream K`, of one call of K frames of a stateful stream, its state what the calls before it left.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ def register(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--frames", type=int, default=31, help="random codes of N frames (default 31)")
     src.add_argument("--codes", help="codes [codebooks, T] (or [T] for a one-codebook family) as .npy / .npz / .json")
+    p.add_argument("--stream", type=int, metavar="K", default=None,
+                   help="profile one streaming call of K frames (a causal family), not a whole decode: its state "
+                   "is what pushing --warm frames in calls of K left; --codes: the last K frames are the call")
+    p.add_argument("--warm", type=int, metavar="P", default=None,
+                   help="with --stream: frames pushed before the profiled call (default: enough calls of K to fill "
+                   "the longest state tensor)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (medians are reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the profile as JSON")
@@ -56,9 +64,16 @@ def run(args) -> int:
         granularity=int(args.granularity) if args.granularity.isdigit() else args.granularity,
         apportion=args.apportion,
         backends=backend_spec(args),
+        stream=args.stream,
+        warm=args.warm,
     )
     c = prof.config
     print(f"model      {c['model']}  ({c['frames']} frames -> {c['samples']} samples)")
+    if c.get("stream"):
+        st = c["stream"]
+        print(f"stream     {c['graph']}: the state ({st['state_tensors']} tensors, {st['state_bytes'] / 1e6:.3f} MB) "
+              f"left by {len(st['warmed_by'])} calls before it ({st['codes']} codes)"
+              + "".join(f"; {k}: {v}" for k, v in st["plan_changes"].items()))
     sched = "on" if c["sched"] else "off"
     print(f"backend    {c['backend_label']}  scheduler {sched}  threads {c['threads']}  weights on {c['weights_on']}")
     print(f"lowering   {c['lowering_label']}")

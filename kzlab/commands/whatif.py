@@ -1,8 +1,11 @@
 """`kzlab whatif MODEL --frames N [lowering options] --cpu-baseline-ms MS --config NAME=PROFILE[,mm_chunk=K,...] ...
 [--measured NAME=MS ...] [--ops FILE ...] [--target-ms MS] [--draws N] [--seed S] [--json OUT] [--no-cache]
-[--no-accuracy] [--no-remedies] [--bound DB]`: which configuration to try on the device first, as probabilities over
-the parameters nobody measured, with the device measurement that would settle it; each configuration's emulated
-accuracy beside its time, and the fastest one that computes the right audio recommended."""
+[--no-accuracy] [--no-remedies] [--bound DB] [--stream K[,K...] [--pace FPS] [--utterance SECONDS]
+[--realtime-p P]]`: which configuration to try on the device first, as probabilities over the parameters nobody
+measured, with the device measurement that would settle it; each configuration's emulated accuracy beside its time,
+and the fastest one that computes the right audio recommended. `--stream`: one streaming call of each size placed and
+priced on each configuration (call time, P(real time), time to first audio, P(underrun) when paced) and the
+smallest chunk that keeps real time recommended."""
 
 from __future__ import annotations
 
@@ -55,6 +58,15 @@ def register(sub) -> None:
     p.add_argument("--bound", type=float, default=None, metavar="DB",
                    help="a configuration computes the right audio when every stage of its emulated decode is within "
                    "DB of the host's F32 decode (default 40)")
+    p.add_argument("--stream", metavar="K[,K...]",
+                   help="price one streaming call of each chunk size (code frames a call) on each configuration: "
+                   "call time, P(real time), time to first audio; recommends the smallest chunk that keeps real time")
+    p.add_argument("--pace", type=float, metavar="FPS",
+                   help="with --stream: the codes arrive at FPS frames a second (P(underrun) over the utterance)")
+    p.add_argument("--utterance", type=float, metavar="SECONDS",
+                   help="with --pace: the utterance's length in seconds (default 10)")
+    p.add_argument("--realtime-p", type=float, metavar="P",
+                   help="with --stream: the probability of real time a recommended chunk reaches (default 0.9)")
     p.add_argument("--json", help="write the answer (configs, pairs, target, sensitivity, next_measurements, "
                    "calibration) as JSON")
     add_lowering(p)
@@ -68,7 +80,8 @@ def run(args) -> int:
                     cpu_baseline_ms=args.cpu_baseline_ms, measured=_measured(args.measured), ops=args.ops,
                     target_ms=args.target_ms, draws=args.draws, seed=args.seed, cache=args.cache,
                     threads=args.threads, progress=None, accuracy=args.accuracy, remedies=args.remedies,
-                    bound=args.bound)
+                    bound=args.bound, stream=args.stream, pace=args.pace, utterance_s=args.utterance,
+                    realtime_p=args.realtime_p)
     print(result.summary())
     print(f"({result.seconds:.1f} s)")
     if args.json:

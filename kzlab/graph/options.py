@@ -359,8 +359,10 @@ class LoweringPlan(Lowering):
         same plan). Winograd's F(4, 7) rounds per group of output frames, and a call's groups cannot fall where the
         offline decode's fall: the streamed audio would differ from the offline decode's by that rounding, amplified
         through the later blocks (87.7 dB at full size, F32, 80 frames), so a streaming call computes the fused
-        units' conv directly (its weights prepared beside the Winograd ones on the first call)."""
-        if self.winograd_unit:
+        units' conv directly (its weights prepared beside the Winograd ones on the first call), unless Winograd was
+        asked for by name (`unitconv="winograd"`): then streams run it too, at that rounding (`Stream.exact` says)."""
+        asked = (self.requested or self).unitconv
+        if self.winograd_unit and asked != "winograd":
             why = ("direct in streaming calls: Winograd's groups of output frames cannot fall where the offline "
                    "decode's fall, and would round differently from it")
             return dataclasses.replace(self, unitconv="direct"), {"unitconv": why}

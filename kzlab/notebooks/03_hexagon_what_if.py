@@ -56,6 +56,7 @@ TARGET_MS = 800           # the decode time the user needs (0.5-0.8 s)
 DRAWS = 1000              # paired draws of the uncertain parameters
 SEED = 0
 CACHE = True              # reuse CPU profiles measured before (False: profile every graph anew)
+STREAM_SIZES = [1, 4, 16, 72]  # code frames a streaming call decodes (80 ms of audio a frame)
 
 # %%
 # %matplotlib inline
@@ -277,3 +278,24 @@ if dec.next_measurements:
           f"in {m['p_settled_after']:.0%} of cases)")
     print(f"  on the device: {m['command']}")
     print(f"  then: {m['then']}")
+
+# %% [markdown]
+# ## Streaming: which chunk keeps real time
+#
+# A TTS front end hands the decoder codes as it makes them, and the decoder streams: each call decodes K new
+# frames with its causal layers' context carried from the call before (`Decoder.stream()`). A small call is another
+# graph for the device, not a slice of the 31-frame one: its products have few src1 rows (HMX needs more than 4 on
+# v0.15.3 and later, 32 on v0.15.2; below that they run on HVX), and every call pays its splits' round trips and
+# copies again. `stream=` places and prices one call of each size on every configuration, on the draws above:
+# the call's range, P(real time) = P(call < K x 80 ms), the time to first audio (the first call, with the buffers
+# the device maps on first use), and the smallest chunk that keeps real time with P >= 0.9 among the configurations
+# that compute the right audio (a configuration wrong as a whole decode is wrong at every size).
+
+# %%
+streamed = kzlab.whatif(model, CONFIGS, stream=STREAM_SIZES, **question)
+print("\n".join(streamed.stream_lines()))
+rc = streamed.stream["recommended_chunk"]
+if rc["config"]:
+    print(f"\nstream {rc['frames']} frame(s) a call on {rc['config']}: P(real time) = {rc['p_realtime']:.2f}, first "
+          f"audio p50 {rc['first_audio_ms']['p50']:.0f} ms (p10-p90 {rc['first_audio_ms']['p10']:.0f}-"
+          f"{rc['first_audio_ms']['p90']:.0f})")

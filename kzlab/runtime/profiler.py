@@ -453,11 +453,15 @@ class Profiler:
         calibrate: bool = False,
         estimate: Callable[[NodeInfo], float] | None = None,
         budget: int = DEFAULT_BUDGET,
+        stream: bool = False,
     ) -> Measurement:
         """`warmup` untimed pairs (their profiled runs at node granularity when `calibrate`: the calibration
         runs), then `repeat` timed plain/profiled pairs at `granularity`; `progress` reports each pair (see
         kzlab.progress). `"auto"` places its stretches from the calibration runs' node times when there are
-        any, else from `estimate(node)` (relative times from a cost model; the analysis layer passes one)."""
+        any, else from `estimate(node)` (relative times from a cost model; the analysis layer passes one).
+        `stream`: time one call of a stateful stream (`Session.graph(frames, stream=True)`); `inputs` then holds
+        every graph input (codes, the state as `state:<key>`, the positions and mask for the stream's position),
+        so each run is the same call."""
         granularity = check_granularity(granularity)
         if granularity == "auto" and not (calibrate and warmup) and estimate is None:
             raise InvalidOptionError('granularity="auto" needs calibration runs (calibrate, warmup >= 1) or estimate')
@@ -465,7 +469,7 @@ class Profiler:
             raise InvalidOptionError(f"budget={budget!r}: expected an integer >= 1")
         s, bs = self.s, self.bs
         with s.lock:
-            bg = s.graph(frames, start)
+            bg = s.graph(frames, start, stream=stream)
             bs.prepare(bg)
             backends = bs.node_backends(bg)
             n_read = bs.n_splits(bg)

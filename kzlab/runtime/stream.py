@@ -87,13 +87,20 @@ class Stream:
         #: lowering choices a streaming call makes otherwise than the decoder's plan, each with why
         #: (`LoweringPlan.for_stream`); a windowed stream runs the decoder's own graphs
         self.plan_changes: dict[str, str] = {}
+        #: whether the stream computes what the offline decode computes (up to float32 rounding), and why not
+        self.exact = self.kind == "stateful"
+        self.inexact_why = "" if self.exact else "the family is not causal: overlapping windows"
         if self.kind == "stateful":
             if left is not None or lookahead is not None:
                 raise InvalidInputError(
                     f"the {arch.name} family streams with its state carried: left and lookahead do not apply"
                 )
             self.left, self.lookahead = 0, 0
-            self.plan_changes = decoder.lowering.for_stream()[1]
+            plan, self.plan_changes = decoder.lowering.for_stream()
+            if plan.winograd_unit:
+                self.exact = False
+                self.inexact_why = ("unitconv='winograd' was asked for: a call's Winograd groups fall elsewhere than "
+                                    "the offline decode's and round differently (87.7 dB against it at full size)")
         else:
             d_left, d_ahead = getattr(arch, "stream_context", (arch.left_context, arch.right_context))
             self.left = d_left if left is None else left
@@ -115,9 +122,10 @@ class Stream:
         arch = self.decoder.arch
         if self.kind == "stateful":
             changes = "".join(f"; {k}: {v}" for k, v in self.plan_changes.items())
+            exact = ("exact against the offline decode of the same arithmetic" if self.exact
+                     else f"not exact: {self.inexact_why}")
             return (f"stateful: the {arch.label}'s state carried from call to call ({len(self.state.slots)} tensors, "
-                    f"{self.state.nbytes / 1e6:.2f} MB once the first call has run), exact against the offline decode "
-                    f"of the same arithmetic{changes}")
+                    f"{self.state.nbytes / 1e6:.2f} MB once the first call has run), {exact}{changes}")
         note = getattr(arch, "stream_note", "")
         return (f"windowed: the {arch.label} is not causal; each call decodes its frames with {self.left} frames "
                 f"before them and {self.lookahead} after (a lookahead: audio comes {self.lookahead} frames late)"
@@ -205,6 +213,7 @@ class Stream:
         ms = sorted(c.seconds * 1e3 for c in self.calls)
         return {
             "kind": self.kind,
+            "exact": self.exact,
             "calls": len(self.calls),
             "frames": self.position,
             "audio_s": audio,

@@ -27,7 +27,13 @@ from kzlab.report.render import (
     what_ran,
 )
 
-TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare")
+TABS = ("T-evolution", "GFLOPs", "Ops", "Timeline", "Placement", "Audio", "Compare", "Stream")
+#: tabs a run does not fill: they show what their own controls ran (Compare: two runs; Stream: a stream sweep)
+OWN_TABS = ("Compare", "Stream")
+#: the per-size table of the Stream tab and the state's
+STREAM_COLUMNS = ("size", "calls", "first_audio_ms", "call_ms_median", "call_ms_max", "chunk_audio_ms", "rtf",
+                  "snr_db", "snr_offline_db", "state_bytes")
+STATE_COLUMNS = ("key", "kind", "channels", "frames", "order", "nbytes")
 OP_COLUMNS = ("name", "op", "stage", "backend", "shape", "time_ms", "gflop", "gflops")
 
 
@@ -193,7 +199,7 @@ def compare_view(a, b, bound: float | None = None) -> View:
 def all_views(rec, sort: str = "time_ms", descending: bool = True) -> dict[str, View]:
     if rec.error:
         err = message(f"run failed: {rec.error}")
-        return {t: err for t in TABS if t != "Compare"}
+        return {t: err for t in TABS if t not in OWN_TABS}
     views = {
         "T-evolution": evolution_view(rec),
         "GFLOPs": gflops_view(rec),
@@ -210,9 +216,42 @@ def all_views(rec, sort: str = "time_ms", descending: bool = True) -> dict[str, 
     return views
 
 
+def stream_view(sw) -> View:
+    """A stream sweep (`kzlab.app.streaming.StreamSweep`): what ran and how the graphs were made ready, the figure
+    (chunk size against time to first audio and real-time factor), a row per chunk size, and the carried state's
+    tensors with their bytes."""
+    if sw is None:
+        return message("pick chunk sizes and press Stream: the decoder, backend, lowering and input above, streamed")
+    if not sw.ok:
+        return message(f"stream failed: {sw.error}")
+    v = View(rows=[dict(r) for r in sw.rows])
+    v.figures.append(plots.stream_figure(sw.rows, f"streaming {sw.frames} frames: {sw.label}"))
+    changes = "".join(f"; streaming calls: {html.escape(k)} {html.escape(w)}" for k, w in sw.plan_changes.items())
+    v.html.append(
+        f'<p class="kz-ran">{html.escape(sw.kind)} stream on {html.escape(sw.backend_label)}, '
+        f"{html.escape(sw.mode)} mode ({html.escape(sw.lowering_label)}){changes}; "
+        f"threads {html.escape(str(sw.threads))}</p>"
+        f"<p>{html.escape(sw.describe)}</p>"
+        f"<p>times: {html.escape(sw.prepared)}; median of {sw.rows[0]['repeat'] if sw.rows else 0} pass(es); "
+        f"first audio = the first call that returned audio, codes to audio. SNR against "
+        f"{html.escape(sw.reference)}.</p>"
+    )
+    v.html.append(table(v.rows, [c for c in STREAM_COLUMNS if not v.rows or c in v.rows[0]]))
+    if sw.state:
+        v.html.append(f"<p><b>carried state</b>: {len(sw.state)} tensors, {sw.state_bytes} bytes "
+                      f"({sw.state_bytes / 1e6:.3f} MB)</p>" + table(sw.state, STATE_COLUMNS))
+    elif sw.kind == "windowed":
+        v.html.append(f"<p>no carried state: each call decodes a window of {sw.left} frames before its own and "
+                      f"{sw.lookahead} after</p>")
+    v.data = {"kind": sw.kind, "state": [dict(r) for r in sw.state], "state_bytes": sw.state_bytes,
+              "plan_changes": dict(sw.plan_changes), "backend_label": sw.backend_label, "mode": sw.mode,
+              "reference": sw.reference}
+    return v
+
+
 def ok_pair(records: Sequence) -> tuple[Any, Any] | None:
     ok = [r for r in records if r.ok]
     return (ok[-2], ok[-1]) if len(ok) >= 2 else None
 
 
-__all__ = ["TABS", "View", "accuracy_view", "all_views", "compare_view", "wav_length"]
+__all__ = ["TABS", "View", "accuracy_view", "all_views", "compare_view", "stream_view", "wav_length"]

@@ -20,10 +20,12 @@ Attributes for scripts and headless tests (all ipywidgets unless noted):
   family; lowering options that do not apply to it are disabled, the reason in their tooltip; `show_family()`).
 * controls: `run_button`, `cancel_button`, `progress` (IntProgress), `status` (HTML: progress and errors),
   `tabs` (Tab; titles in `kzlab.ui.views.TABS`), `sort_by` / `sort_desc` (per-op table order),
-  `compare_a` / `compare_b` (Dropdowns of run indices), `compare_button`.
-* results (plain Python): `results` (list of `RunRecord`), `views` (tab title -> `View` last shown, with
-  its matplotlib figures, table rows and audio bytes), `error` (the last error text or None),
-  `wait(timeout)` (join the worker; True when it finished), `export_html(path)`.
+  `compare_a` / `compare_b` (Dropdowns of run indices), `compare_button`; in the Stream tab `stream_sizes`
+  (Text: chunk sizes, `1,4,16`) and `stream_button` (streams the first decoder with the options above, its input's
+  codes, each size `repeat` times; `kzlab.app.streaming.execute_stream`).
+* results (plain Python): `results` (list of `RunRecord`), `streams` (list of `StreamSweep`), `views` (tab title
+  -> `View` last shown, with its matplotlib figures, table rows and audio bytes), `error` (the last error text or
+  None), `wait(timeout)` (join the worker; True when it finished), `export_html(path)`.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ import ipywidgets as W
 from kzlab.analysis.placement.capabilities import names as capability_names
 from kzlab.app.builtins import BUILTINS, SPEECH
 from kzlab.app.runner import HEXAGON_PROFILES, INPUTS, Canceller, RunRecord, RunSpec, execute, peek_family
+from kzlab.app.streaming import DEFAULT_SIZES, StreamSweep, execute_stream
 from kzlab.environment import default_threads
+from kzlab.errors import KzlabError
 from kzlab.graph import options as lowering_options
 from kzlab.graph.options import Lowering
 from kzlab.runtime.backends import available_backends
+from kzlab.runtime.stream import parse_sizes
 from kzlab.ui import views as V
 
 NO_HEXAGON = "(none)"
@@ -146,10 +151,16 @@ class Workbench:
         self.compare_a = W.Dropdown(options=[], description="A")
         self.compare_b = W.Dropdown(options=[], description="B")
         self.compare_button = W.Button(description="compare")
+        self.stream_sizes = W.Text(value=",".join(map(str, DEFAULT_SIZES)), description="chunk sizes", style=style,
+                                   placeholder="frames per call, e.g. 1,4,16",
+                                   tooltip="each size is streamed on its own, its graphs built before timing")
+        self.stream_button = W.Button(description="Stream", icon="forward",
+                                      tooltip="stream the first decoder's input codes at each chunk size")
         self._tab_boxes = {t: W.VBox() for t in V.TABS}
         self.tabs = W.Tab(children=[self._tab_boxes[t] for t in V.TABS], titles=list(V.TABS))
 
         self.results: list[RunRecord] = []
+        self.streams: list[StreamSweep] = []
         self.views: dict[str, V.View] = {}
         self.error: str | None = None
         self._thread: threading.Thread | None = None
@@ -159,6 +170,7 @@ class Workbench:
         self.cancel_button.on_click(lambda _b: self.cancel())
         self.scan_button.on_click(lambda _b: self.scan())
         self.compare_button.on_click(lambda _b: self.show_compare())
+        self.stream_button.on_click(lambda _b: self.stream())
         self.sort_by.observe(lambda _c: self._show_ops(), names="value")
         self.model_path.observe(lambda _c: self.show_family(), names="value")
         self.sort_desc.observe(lambda _c: self._show_ops(), names="value")
@@ -180,6 +192,7 @@ class Workbench:
         ])
         self._tab_boxes["Ops"].children = [W.HBox([self.sort_by, self.sort_desc])]
         self._tab_boxes["Compare"].children = [W.HBox([self.compare_a, self.compare_b, self.compare_button])]
+        self._place("Stream", V.stream_view(None), self._stream_header())
         self.show_family()
 
     # ---- notebook display -----------------------------------------------------------------------------
@@ -246,17 +259,40 @@ class Workbench:
 
     def run(self) -> None:
         """Start the chosen runs in a worker thread (what the Run button does)."""
+        specs = self._ready()
+        if specs is None:
+            return
+        self._start(self._work, specs)
+
+    def stream(self) -> None:
+        """Stream the first chosen decoder's input codes at each chunk size of `stream_sizes`, in a worker thread
+        (what the Stream button does); the Stream tab shows it."""
+        specs = self._ready()
+        if specs is None:
+            return
+        try:
+            sizes = parse_sizes(self.stream_sizes.value)
+        except KzlabError:
+            self._set_status(f"error: chunk sizes are frames per call, integers >= 1 (e.g. 1,4,16); got "
+                             f"{self.stream_sizes.value!r}", error=True)
+            return
+        self._start(self._work_stream, specs[0], sizes)
+
+    def _ready(self) -> list[RunSpec] | None:
         if self._thread is not None and self._thread.is_alive():
             self._set_status("a run is in progress: wait or cancel it")
-            return
+            return None
         specs = self.specs()
         if not specs:
             self._set_status("error: no decoder chosen", error=True)
-            return
+            return None
+        return specs
+
+    def _start(self, target, *args) -> None:
         self.error = None
         self._canceller = Canceller()
-        self.run_button.disabled, self.cancel_button.disabled = True, False
-        self._thread = threading.Thread(target=self._work, args=(specs, self._canceller), daemon=True)
+        self.run_button.disabled, self.stream_button.disabled, self.cancel_button.disabled = True, True, False
+        self._thread = threading.Thread(target=target, args=(*args, self._canceller), daemon=True)
         self._thread.start()
 
     def cancel(self) -> None:
@@ -304,7 +340,32 @@ class Workbench:
         except Exception as e:  # never let a widget callback die silently
             self._set_status(f"error: {type(e).__name__}: {e}", error=True)
         finally:
-            self.run_button.disabled, self.cancel_button.disabled = False, True
+            self.run_button.disabled, self.stream_button.disabled, self.cancel_button.disabled = False, False, True
+
+    def _work_stream(self, spec: RunSpec, sizes: list[int], canc: Canceller) -> None:
+        try:
+            def progress(i: float, n: int, text: str) -> None:
+                self.progress.max = max(1, n) * SUB
+                self.progress.value = min(int(i * SUB), self.progress.max)
+                self._set_status(f"stream: {html.escape(text)}")
+
+            sw = execute_stream(spec, sizes, progress, canc)
+            sw.label = f"#{len(self.streams) + 1} {sw.label}"
+            self.streams.append(sw)
+            self._place("Stream", V.stream_view(sw), self._stream_header())
+            if sw.ok:
+                self.progress.value = self.progress.max
+                self._set_status(f"done: streamed {sw.frames} frames at {len(sw.rows)} chunk size(s); see the "
+                                 "Stream tab")
+            else:
+                self._set_status(f"error: {sw.error}", error=True)
+        except Exception as e:  # never let a widget callback die silently
+            self._set_status(f"error: {type(e).__name__}: {e}", error=True)
+        finally:
+            self.run_button.disabled, self.stream_button.disabled, self.cancel_button.disabled = False, False, True
+
+    def _stream_header(self) -> list:
+        return [W.HBox([self.stream_sizes, self.stream_button])]
 
     # ---- showing results ------------------------------------------------------------------------------
     def _set_status(self, text: str, error: bool = False) -> None:

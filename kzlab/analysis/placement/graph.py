@@ -27,11 +27,17 @@ class Graph:
         self.weights.free()
 
 
-def build(model: Model, plan: LoweringPlan, frames: int, weights: WeightTensors | None = None) -> Graph:
-    """Build (never allocate) the whole decoder graph for `frames` code frames."""
+def build(
+    model: Model, plan: LoweringPlan, frames: int, weights: WeightTensors | None = None, stream: bool = False
+) -> Graph:
+    """Build (never allocate) the whole decoder graph for `frames` code frames; `stream`: one call of a stateful
+    stream of a causal family (its carried state graph inputs `state:<key>` and outputs `state_out:<key>`), built
+    from the plan a streaming call is built from (`LoweringPlan.for_stream`)."""
+    if stream:
+        plan, _ = plan.for_stream()
     wt = weights or WeightTensors(prepare_weights(model, plan))
     try:
-        b = build_graph(wt, plan, model.hparams, frames)
+        b = build_graph(wt, plan, model.hparams, frames, stream=stream)
     except BaseException:
         if weights is None:
             wt.free()

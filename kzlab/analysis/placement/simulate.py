@@ -396,6 +396,7 @@ def simulate(
     backends: list[tuple[str, str | Capabilities, str]] | None = None,
     predict: Any = None,
     stages: list[str] | str | None = None,
+    stream: bool = False,
     **lowering_kw: Any,
 ) -> Placement:
     """Predict ggml_backend_sched's placement of the decoder graph on `profile`'s backend + the CPU.
@@ -408,6 +409,10 @@ def simulate(
     `stages`: the stages put under the device's scheduler (a stage name, or a prefix of stage names: `decoder`
     takes `decoder.0`, `decoder.1`, ...); every other stage runs on the CPU path, as a port that schedules one
     part of the decoder runs it (its nodes are refused by the device backends, rule `stages`). None: all.
+    `stream`: place one call of a stateful stream of `frames` code frames (a causal family, `Arch.causal`): its
+    carried state is graph inputs (`state:<key>`, placed and copied into the splits that read them like any other
+    input) and outputs (`state_out:<key>`); the config says so (`stream`, `state_bytes`, `state_inputs`), and a
+    prediction needs a CPU profile of the same streaming graph (`kzlab.profile(stream=K)`).
     Nothing is allocated or computed.
     """
     options = PredictOptions.of(predict)
@@ -423,7 +428,7 @@ def simulate(
     model = model_or_path if isinstance(model_or_path, Model) else load_model(model_or_path, layout=layout)
     backends = custom_backends(backends) if backends else backend_set(profile)
     wbuft = _weights_buft(backends, weights_on)
-    gr = build(model, low, frames)
+    gr = build(model, low, frames, stream=stream)
     try:
         buffers = {addr(t): Buffer(wbuft, True) for t in gr.weights.tensors.values()}
         sim = Simulator(gr.gf, backends, buffers, op_offload)
@@ -449,6 +454,11 @@ def simulate(
             "weights_on": next(b.name for b in backends if b.buft == wbuft),
             "op_offload": op_offload,
         }
+        if stream:
+            slots = gr.builder.carry.slots.values()
+            cfg["stream"] = True
+            cfg["state_inputs"] = len(slots)
+            cfg["state_bytes"] = sum(int(g.ggml_nbytes(sl.input)) for sl in slots)
         pl = Placement(
             cfg, nodes, splits, sum(res.copies.values()), len(res.copies), stage_totals(nodes, splits), convs,
             defects=summarize_defects(backends[0].profile.defects, nodes),

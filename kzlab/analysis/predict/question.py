@@ -24,6 +24,7 @@ from kzlab.analysis.predict.draws import ParameterSpace, check_draws
 from kzlab.analysis.predict.inference import Posterior, infer
 from kzlab.analysis.predict.needs import needs
 from kzlab.analysis.predict.nextstep import command_for, context_from, decode_command
+from kzlab.analysis.predict.stream_whatif import StreamQuestion, check_streamable
 from kzlab.errors import InvalidInputError, InvalidOptionError
 
 CPU_CONFIG = "cpu"
@@ -114,6 +115,11 @@ class WhatIf:
     seconds: float = 0.0
     #: the fastest configuration that computes the right audio (`correctness.recommend`)
     recommended: dict[str, Any] = field(default_factory=dict)
+    #: the streaming answer (`stream=`): the question, what is modelled, the overall recommended chunk; each
+    #: configuration's sizes are in `decision.configs[name]["stream"]`
+    stream: dict[str, Any] | None = None
+    #: the streaming calls' placements: configuration -> chunk size -> Placement
+    stream_placements: dict[str, dict[int, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.decision.to_dict()
@@ -122,6 +128,9 @@ class WhatIf:
         d["question"] = self.config
         d["cpu_profiles"] = self.profiles
         d["seconds"] = self.seconds
+        if self.stream is not None:
+            d["stream"] = self.stream
+            d["recommended_chunk"] = self.stream["recommended_chunk"]
         return d
 
     def summary(self) -> str:
@@ -196,12 +205,127 @@ class WhatIf:
                          f"{m['p_settled_after']:.2f}):")
             lines.append(f"  on the device: {m['command']}")
             lines.append(f"  then: {m['then']}")
+        if self.stream is not None:
+            lines += self.stream_lines()
         if self.posterior is not None:
             lines.append(self.posterior.summary())
         lines.append("CPU profiles: " + ", ".join(f"{k}: {'cached' if v['cached'] else 'measured'}"
                                                    for k, v in self.profiles.items()))
         lines += [f"note: {n}" for n in d.notes]
         return "\n".join(lines)
+
+
+    def stream_lines(self) -> list[str]:
+        """The streaming answer as text: a compact table per configuration, the recommended chunk, what is
+        modelled and what is not."""
+        from kzlab.analysis.predict.stream_whatif import frames_text, table
+
+        st = self.stream or {}
+        q = st["question"]
+        pace = (f"; codes paced at {q['pace_fps']:g} frames/s, P(underrun) over a {q['utterance_s']:g} s utterance"
+                if q["pace_fps"] is not None else "")
+        lines = [f"streaming calls of {', '.join(map(str, q['sizes']))} frames (a frame is {q['frame_ms']:g} ms of "
+                 f"audio; P(rt) = P(call < K frames of audio); first audio: the first call, with "
+                 f"its first-use costs{pace}; ms, on the draws above):"]
+        for name, info in self.decision.configs.items():
+            if "stream" in info:
+                lines += table(name, info["stream"], info["recommended_chunk"], q["pace_fps"] is not None)
+        rec = st["recommended_chunk"]
+        if rec.get("config"):
+            f = rec["first_audio_ms"]
+            lines.append(f"recommended chunk: {frames_text(rec['frames'])} on {rec['config']} (P(real time) = "
+                         f"{rec['p_realtime']:.2f} >= {q['realtime_p']:g}; first audio p50 {f['p50']:.0f} ms, "
+                         f"p10-p90 {f['p10']:.0f}-{f['p90']:.0f}), {rec['why']}")
+        else:
+            lines.append(f"recommended chunk: none ({rec['why']})")
+        for w in rec.get("not_recommended", []):
+            lines.append(f"  not recommended though it keeps real time: {w['name']} at {frames_text(w['frames'])} "
+                         f"(P = {w['p_realtime']:.2f}): WRONG OUTPUT, {w['why']}")
+        lines += [f"stream note: {n}" for n in st["notes"]]
+        return lines
+
+
+def _stream_placements(m: Any, specs: list[ConfigSpec], base: Any, sizes: tuple[int, ...], opts: dict[str, Any],
+                       ops: Any, cpu_profile: Any, profiles: dict[str, dict[str, Any]], threads: int | None,
+                       cache: bool, progress: Any) -> tuple[dict[str, dict[int, Any]], dict[tuple[str, int], float]]:
+    """Each configuration's streaming call of each size, placed and predicted (one draw: they are priced on the
+    shared draws), the CPU nodes from a CPU profile of the same streaming graph scaled by the whole decode's
+    baseline (`cpu_baseline_profile`: the CPU-only decode measured on the device is of the offline graph); and per
+    (lowering, size) the call's CPU time per frame against the whole decode's, both as timed here."""
+    from kzlab.analysis.placement.simulate import simulate
+    from kzlab.analysis.profile_cache import cached_cpu_profile
+
+    taken: dict[tuple[str, int], Any] = {}
+    per_frame: dict[tuple[str, int], float] = {}
+
+    def stream_profile(low: Any, k: int) -> Any:
+        label = low.resolve(cpu_only=False, where="the what-if").label()
+        if (label, k) not in taken:
+            prof, info = cached_cpu_profile(m, k, low, threads=threads, cache=cache, progress=progress, stream=True)
+            whole = cpu_profile(low)
+            taken[(label, k)] = prof
+            profiles[f"{label} (stream call of {k})"] = info
+            # the call's CPU time per frame against the whole decode's of the same lowering, both timed here
+            per_frame[(label, k)] = (prof["wall_ms"] / k) / (whole["wall_ms"] / whole["config"]["frames"])
+        return taken[(label, k)]
+
+    out: dict[str, dict[int, Any]] = {CPU_CONFIG: {}}
+    for k in sizes:
+        out[CPU_CONFIG][k] = simulate(m, "cpu", frames=k, lowering=base, weights_on="cpu", stream=True,
+                                      predict={**opts, "cpu_profile": stream_profile(base, k),
+                                               "cpu_baseline_profile": cpu_profile(base)})
+    for s in specs:
+        low = base.replace(**s.options)
+        out[s.name] = {k: simulate(m, s.capabilities(), frames=k, lowering=low, weights_on=s.weights_on,
+                                   stages=s.stages, stream=True,
+                                   predict={**opts, "cpu_profile": stream_profile(low, k), "ops": list(ops),
+                                            "cpu_baseline_profile": cpu_profile(base)})
+                       for k in sizes}
+    return out, per_frame
+
+
+def _stream_answer(m: Any, streams: dict[str, dict[int, Any]], per_frame: dict[tuple[str, int], float], shared: Any,
+                   seed: int, verdict: dict[str, Any], q: StreamQuestion, dec: Decision) -> dict[str, Any]:
+    """Price every configuration's streaming calls on the shared draws (extended by the parameters only the
+    streaming graphs read), put each configuration's sizes in `dec.configs[name]["stream"]` with its
+    `recommended_chunk`, and return the question, the overall recommendation and the notes."""
+    from kzlab.analysis.predict.stream_whatif import (
+        MODELLED,
+        NOT_MODELLED,
+        extend_draws,
+        frame_ms,
+        price,
+        recommend_chunk,
+        recommend_overall,
+    )
+
+    preds = {f"{name} (stream {k})": pl.predicted for name, per in streams.items() for k, pl in per.items()}
+    draws = extend_draws(shared, preds, seed)
+    frame = frame_ms(m.hparams)
+    rows = {}
+    for name, per in streams.items():
+        rows[name] = price(per, draws, verdict[name], q, frame)
+        dec.configs[name]["stream"] = rows[name]
+        dec.configs[name]["recommended_chunk"] = recommend_chunk(rows[name], q.realtime_p)
+    added = [n for n in draws.names if n not in shared.names]
+    notes = [f"modelled: {MODELLED}", f"not modelled: {NOT_MODELLED}"]
+    if per_frame:
+        r = list(per_frame.values())
+        notes.append("the CPU profiles of the streaming calls and of the whole decodes were each one timed run on "
+                     f"this machine: a call's CPU time per frame is {min(r):.2f}-{max(r):.2f} x the whole decode's of "
+                     "the same lowering (each call also reads its layers' carried context; a ratio far from 1 at the "
+                     "larger sizes is this machine's load between the runs, and every call's CPU part carries it)")
+    if added:
+        notes.append(f"drawn for the streaming calls alone (the whole decodes do not read them; from their ranges, "
+                     f"apart from the draws above): {', '.join(added)}")
+    if q.pace is not None:
+        notes.append(f"paced: codes arrive at {q.pace:g} frames/s; chunk i's codes are complete at (i + 1) K / "
+                     f"{q.pace:g} s, calls run one after another, playback starts with the first chunk's audio, an "
+                     f"underrun is a chunk ready after the audio before it ran out (a {q.utterance_s:g} s "
+                     "utterance); every call of a draw takes that draw's time: call-to-call jitter is not modelled")
+    question = {"sizes": list(q.sizes), "frame_ms": frame, "realtime_p": q.realtime_p, "pace_fps": q.pace,
+                "utterance_s": q.utterance_s if q.pace is not None else None, "draws": len(draws)}
+    return {"question": question, "recommended_chunk": recommend_overall(rows, q.realtime_p), "notes": notes}
 
 
 def _stages(x: Any) -> str:
@@ -301,7 +425,8 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
            cpu_baseline_ms: float | None = None, measured: dict[str, float] | None = None, ops: list[Any] = (),
            target_ms: float | None = None, draws: int = 1000, seed: int = 0, cache: bool = True,
            threads: int | None = None, progress: Any = False, noise: float | None = None,
-           accuracy: bool = True, remedies: bool = True, bound: float | None = None) -> WhatIf:
+           accuracy: bool = True, remedies: bool = True, bound: float | None = None, stream: Any = None,
+           pace: float | None = None, utterance_s: float | None = None, realtime_p: float | None = None) -> WhatIf:
     """Answer "which configuration first" for `configs` (ConfigSpec or `NAME=PROFILE[,k=v]` strings), all on
     the same draws. `measured`: device totals (config name -> ms; `cpu` for the CPU-only decode) to calibrate
     on. `cache=False` profiles every graph anew.
@@ -310,7 +435,14 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     decode emulated with the device's arithmetic (`kzlab.analysis.emulate`) against the host's F32 decode with
     `bound` dB (default: `kzlab.analysis.accuracy.DEFAULT_BOUND_DB`); one that computes wrong values is never a
     contender nor recommended. `remedies`: a configuration that hits a defect gets the defect's correct variants
-    (F32 columns, HMX off, a fixed release) priced beside it on the same draws."""
+    (F32 columns, HMX off, a fixed release) priced beside it on the same draws.
+
+    `stream` (chunk sizes: an int, a list or "1,4,16,72"; a causal family): one streaming call of each size placed
+    and priced on every configuration, on the same draws (`kzlab.analysis.predict.stream_whatif`): per size the call
+    time's range, P(real time), the time to first audio's range and, with `pace` (codes arriving at that many
+    frames a second), P(underrun) over an utterance of `utterance_s` seconds (default 10); the smallest chunk with
+    P(real time) >= `realtime_p` (default 0.9) that computes the right audio is recommended, per configuration and
+    overall."""
     from kzlab.analysis.placement.simulate import simulate
     from kzlab.analysis.profile_cache import cached_cpu_profile
     from kzlab.graph.options import Lowering
@@ -327,7 +459,15 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     if target_ms is not None and not target_ms > 0:
         raise InvalidOptionError(f"target_ms={target_ms!r}: expected a time in ms > 0")
     measured = _resolve_measured(dict(measured or {}), specs)
+    squestion = None
+    if stream is not None:
+        squestion = StreamQuestion.of(stream, pace, utterance_s, realtime_p)
+    elif pace is not None or utterance_s is not None or realtime_p is not None:
+        raise InvalidOptionError("pace, utterance and realtime_p ask about a stream: give the chunk sizes too "
+                                 "(--stream K[,K...])")
     m = model if isinstance(model, Model) else load_model(model)
+    if squestion is not None:
+        check_streamable(m.hparams)
     if isinstance(lowering, dict):
         lowering = Lowering.from_dict(lowering)
     base = (lowering or Lowering()).replace(mode="portable")
@@ -376,6 +516,11 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
             for v in remedy_specs(s, placements[s.name], taken, base):
                 placements[v.name] = place(v)
                 variants.append(v)
+    streams: dict[str, dict[int, Any]] = {}
+    per_frame: dict[tuple[str, int], float] = {}
+    if squestion is not None:
+        streams, per_frame = _stream_placements(m, specs + variants, base, squestion.sizes, opts, ops, cpu_profile,
+                                                profiles, threads, cache, progress)
     bound_db = DEFAULT_BOUND_DB if bound is None else float(bound)
     verdict = verdicts(m, placements, frames, seed, bound_db, accuracy, threads, progress, cache=cache)
     wrong = {k for k, v in verdict.items() if v.correct is False}
@@ -469,7 +614,12 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
            "ops": [str(Path(o)) if isinstance(o, str | Path) else "<records>" for o in ops]}
     cfg["accuracy"] = {"emulated": accuracy, "bound_db": bound_db, "remedies": remedies,
                        "variants": {v.name: {"variant_of": v.variant_of, "remedy": v.remedy} for v in variants}}
-    out = WhatIf(dec, placements, posterior, profiles, cfg, recommended=recommend(totals, verdict))
+    answer = None
+    if squestion is not None:
+        answer = _stream_answer(m, streams, per_frame, shared, seed, verdict, squestion, dec)
+        cfg["stream"] = answer["question"]
+    out = WhatIf(dec, placements, posterior, profiles, cfg, recommended=recommend(totals, verdict),
+                 stream=answer, stream_placements=streams)
     out.seconds = time.perf_counter() - t0
     return out
 

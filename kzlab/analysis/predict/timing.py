@@ -183,6 +183,13 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
             f"the {where} has {c.get('frames')} frames but the placement {placement_config['frames']}: profile the "
             "same frame count"
         )
+    if bool(c.get("stream")) != bool(placement_config.get("stream")):
+        what = {True: "one streaming call's graph", False: "the offline decode's graph"}
+        raise InvalidInputError(
+            f"the {where} is of {what[bool(c.get('stream'))]} but the placement is of "
+            f"{what[bool(placement_config.get('stream'))]}: profile the same graph (a streaming call: "
+            "kzlab.profile(stream=K))"
+        )
     mine = c.get("lowering_resolved") or c.get("lowering") or {}
     theirs = placement_config.get("lowering_resolved") or placement_config.get("lowering") or {}
     diff = [k for k in theirs if k != "mode" and mine.get(k) != theirs[k]]

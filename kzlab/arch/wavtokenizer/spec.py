@@ -269,7 +269,10 @@ class WavTokenizerDec:
     #: after) each call's frames; `stream_note` says what that gives against the offline decode
     causal: bool = False
     stream_context: tuple[int, int] = (50, 8)
-    stream_note: str = "an approximation: the posnet's attention and GroupNorms see only the window"
+    #: measured on the full-size synthetic decoder, 300 random frames, against the offline decode: 1.3 dB in
+    #: 1-frame calls and 1.7 dB in 8-frame calls at (50, 8); 5.0-5.3 dB at (200, 32); -3.3 dB with no lookahead
+    stream_note: str = ("an approximation: the posnet's attention and GroupNorms see only the window (1-2 dB against "
+                        "the offline decode at full size with this context, 5 dB with 200 frames before and 32 after)")
     stage_aliases: dict[str, str] = field(default_factory=lambda: {"codes": "embd", "posnet": "posnet.0"})
     #: the fused CPU nodes (kzlab.graph.fused) in the fast mode: the ConvNeXt block (`dwmlp="fused"`), the
     #: GroupNorm statistics and the normalised conv (`normconv="fused"`)

@@ -114,6 +114,45 @@ def unit_rows(
         np.add(tm, x[s : s + n], out=out)
 
 
+def unit_conv1_channels(
+    x: np.ndarray, H: np.ndarray, p: dict[str, np.ndarray], dilation: int, c0: int, c1: int, lead: int
+) -> None:
+    """The first half of a residual unit split by output channels: H[:, c0:c1] = conv1(snake1(x)) (no bias) for
+    every output frame, x [T_in, C] (any strides) whose first `lead` frames are a stream's past, H [T_in - lead, C].
+    The input frames before frame 0 are zeros (the conv's causal padding) where `lead` is less than the halo."""
+    W1 = p["conv1.weight"]  # [K, C, C], direct taps
+    K = W1.shape[0]
+    halo = (K - 1) * dilation
+    T_out, C = H.shape
+    S = np.zeros((T_out + halo, C), np.float32)  # snake1 of the frames the outputs read, zeros before the input
+    have = min(T_out + halo, x.shape[0])  # frames of S that come from x (the rest: zeros before the input)
+    lo = x.shape[0] - have
+    tmp = np.empty((have, C), np.float32)
+    snake_rows(x[lo:], S[T_out + halo - have :], p["act1.alpha"], p["act1.beta"], tmp)
+    h = H[:, c0:c1]
+    tm = np.empty((T_out, c1 - c0), np.float32)
+    np.matmul(S[:T_out], W1[0][:, c0:c1], out=tm)
+    h[...] = tm
+    for k in range(1, K):
+        np.matmul(S[k * dilation : k * dilation + T_out], W1[k][:, c0:c1], out=tm)
+        h += tm
+
+
+def unit_conv2_channels(
+    x: np.ndarray, H: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], c0: int, c1: int, lead: int
+) -> None:
+    """The second half of a residual unit split by output channels, once every channel of H is in (a barrier):
+    y[:, c0:c1] = x + conv2(snake2(H + b1)) + b2 for this thread's channels; snake2 of every channel is computed by
+    each thread (conv2 reads them all)."""
+    T_out, C = H.shape
+    h2 = np.empty((T_out, C), np.float32)
+    tmp = np.empty_like(h2)
+    snake_rows(H, h2, p["act2.alpha"], p["act2.beta"], tmp, bias=p["conv1.bias"])
+    out = np.matmul(h2, p["conv2.weight"][:, c0:c1])
+    out += p["conv2.bias"][c0:c1]
+    np.add(out, x[lead:, c0:c1], out=y[:, c0:c1])
+
+
 #: bytes of one tile's products (input frames x K x C_out x 4)
 CONVT_TILE_BYTES = 1 << 21
 #: at least this many frames per tile: each tile streams the whole weight through the cache once

@@ -31,6 +31,8 @@ from kzlab.graph.fused.kernels import (
     normconv_outputs,
     snake_block,
     tile_rows,
+    unit_conv1_channels,
+    unit_conv2_channels,
     unit_rows,
     unit_tile_rows,
 )
@@ -163,6 +165,13 @@ def _share(ith: int, nth: int, T: int, tile: int, rows, lead: int = 0) -> None:
         rows(a, b, -(-(b - a) // n_tiles))
 
 
+#: below this many output frames a thread, the direct residual unit splits its output channels between the threads
+#: instead of its frames (two phases and a barrier, `unit_conv1_channels` then `unit_conv2_channels`): split by
+#: frames, each thread's products are [T / nth, C] x [C, C] and every thread streams every weight for its few rows
+#: (a stream's short calls: 32 frames a call at the first block's 768 channels)
+UNIT_SPLIT_CHANNELS_FRAMES = 64
+
+
 def _unit_kernel(dst, ith: int, nth: int, flags: int) -> None:
     d = dst.contents
     x, C, T = _rows_view(d, flags)
@@ -173,8 +182,32 @@ def _unit_kernel(dst, ith: int, nth: int, flags: int) -> None:
     names = UNIT_SOURCES[1:]
     p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(zip(names, shapes, strict=True))}
     wino = bool(flags & WINOGRAD)
+    if not wino and nth > 1 and (T - lead) < UNIT_SPLIT_CHANNELS_FRAMES * nth and C >= 16 * nth:
+        _unit_by_channels(x, y, p, flags >> _PARAM_SHIFT, lead, ith, nth, int(d.data or 0))
+        return
     tile = unit_tile_rows(C)
     _share(ith, nth, T, tile, lambda a, b, n: unit_rows(x, y, p, flags >> _PARAM_SHIFT, a, b, n, wino, lead), lead)
+
+
+def _unit_by_channels(x, y, p, dilation: int, lead: int, ith: int, nth: int, key: int) -> None:
+    """The residual unit split by output channels: conv1's share into the meeting's H, a barrier, conv2's share."""
+    blas_one_thread()
+    mt = _meet(key, nth, y.shape)
+    try:
+        c0, c1 = _channel_share(y.shape[1], ith, nth)
+        err = None
+        try:
+            if c0 < c1:
+                unit_conv1_channels(x, mt.V, p, dilation, c0, c1, lead)
+        except BaseException as e:  # still meet the others (they would wait for this thread), then fail
+            err, mt.failed = e, True
+        mt.barrier.wait(MEETING_TIMEOUT_S)
+        if err is not None:
+            raise err
+        if c0 < c1 and not mt.failed:
+            unit_conv2_channels(x, mt.V, y, p, c0, c1, lead)
+    finally:
+        _leave(key, mt)
 
 
 _UNIT_CB = _callback(_unit_kernel)

@@ -344,17 +344,24 @@ def execute(
                     rec.notes.append(f"placement failed: {e}")
         if progress:
             progress(n, n, "done")
-    except Cancelled as e:
-        rec.error = f"cancelled: {e}"
-    except KzlabError as e:
-        rec.error = str(e)
-    except Exception as e:  # a bug must still not kill the kernel: show it in the widget
-        rec.error = f"{type(e).__name__}: {e}"
-        rec.notes.append(traceback.format_exc(limit=4))
+    except Exception as e:
+        record_error(rec, e)
     finally:
         if dec is not None:
             dec.close()
     return rec
+
+
+def record_error(rec: Any, e: Exception) -> None:
+    """A use case's error into its record (`error`, and for a bug its traceback in `notes`): a run from the
+    Workbench never raises, so a bug cannot kill the kernel; the widget shows it."""
+    if isinstance(e, Cancelled):
+        rec.error = f"cancelled: {e}"
+    elif isinstance(e, KzlabError):
+        rec.error = str(e)
+    else:
+        rec.error = f"{type(e).__name__}: {e}"
+        rec.notes.append(traceback.format_exc(limit=4))
 
 
 __all__ = [

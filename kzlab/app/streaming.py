@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 
 from kzlab.audio import snr_db
 from kzlab.codes import validate_codes
-from kzlab.errors import Cancelled, InvalidInputError, InvalidOptionError, KzlabError
+from kzlab.errors import InvalidInputError, InvalidOptionError
 
 #: the chunk sizes a sweep takes by default (code frames per call)
 DEFAULT_SIZES = (1, 4, 16)
@@ -191,7 +190,7 @@ def execute_stream(
     """A workbench `RunSpec`'s decoder, backends, lowering and input (its codes), streamed at `sizes`
     (`stream_sweep`, `spec.repeat` passes each); never raises for kzlab errors (they land in `error`)."""
     from kzlab.app.builtins import resolve_model
-    from kzlab.app.runner import Canceller, input_of
+    from kzlab.app.runner import Canceller, input_of, record_error
     from kzlab.loader import load_model
     from kzlab.runtime.decoder import Decoder
 
@@ -212,13 +211,8 @@ def execute_stream(
         res = stream_sweep(dec, x, sizes, repeat=max(1, int(spec.repeat)), progress=progress, check=canc.check)
         res.label = spec.label or f"{Path(path).stem} {res.backend_label} {res.mode}"
         rec = res
-    except Cancelled as e:
-        rec.error = f"cancelled: {e}"
-    except KzlabError as e:
-        rec.error = str(e)
-    except Exception as e:  # a bug must still not kill the kernel: show it in the widget
-        rec.error = f"{type(e).__name__}: {e}"
-        rec.notes.append(traceback.format_exc(limit=4))
+    except Exception as e:
+        record_error(rec, e)
     finally:
         canc.session = None
         if dec is not None:

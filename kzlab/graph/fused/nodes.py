@@ -192,22 +192,12 @@ def _unit_kernel(dst, ith: int, nth: int, flags: int) -> None:
 def _unit_by_channels(x, y, p, dilation: int, lead: int, ith: int, nth: int, key: int) -> None:
     """The residual unit split by output channels: conv1's share into the meeting's H, a barrier, conv2's share."""
     blas_one_thread()
-    mt = _meet(key, nth, y.shape)
-    try:
-        c0, c1 = _channel_share(y.shape[1], ith, nth)
-        err = None
-        try:
-            if c0 < c1:
-                unit_conv1_channels(x, mt.V, p, dilation, c0, c1, lead)
-        except BaseException as e:  # still meet the others (they would wait for this thread), then fail
-            err, mt.failed = e, True
-        mt.barrier.wait(MEETING_TIMEOUT_S)
-        if err is not None:
-            raise err
-        if c0 < c1 and not mt.failed:
-            unit_conv2_channels(x, mt.V, y, p, c0, c1, lead)
-    finally:
-        _leave(key, mt)
+    c0, c1 = _channel_share(y.shape[1], ith, nth)  # none of its own: it still meets the others
+    _in_two_phases(
+        key, nth, y.shape,
+        lambda H: unit_conv1_channels(x, H, p, dilation, c0, c1, lead) if c0 < c1 else None,
+        lambda H: unit_conv2_channels(x, H, y, p, c0, c1, lead) if c0 < c1 else None,
+    )
 
 
 _UNIT_CB = _callback(_unit_kernel)
@@ -385,6 +375,26 @@ def _leave(key: int, mt: _Meeting) -> None:
             del _meetings[key]
 
 
+def _in_two_phases(key: int, nth: int, shape: tuple[int, ...], first, second) -> None:
+    """Every thread runs `first(V)`, meets the others at a barrier, then runs `second(V)`: V is the meeting's array of
+    `shape`, shared by this node's threads (`_meet`). A thread whose first phase raised still meets the others (they
+    would wait for it), then fails, and nobody computes the second phase from V."""
+    mt = _meet(key, nth, shape)
+    try:
+        err = None
+        try:
+            first(mt.V)
+        except BaseException as e:
+            err, mt.failed = e, True
+        mt.barrier.wait(MEETING_TIMEOUT_S)
+        if err is not None:
+            raise err
+        if not mt.failed:
+            second(mt.V)
+    finally:
+        _leave(key, mt)
+
+
 def _channel_share(c: int, ith: int, nth: int) -> tuple[int, int]:
     """This thread's output channels: an even share in whole runs of 16 (a 64-byte line of float32)."""
     runs = -(-c // 16)
@@ -414,24 +424,19 @@ def _normconv_kernel(dst, ith: int, nth: int, flags: int) -> None:
     in_tile = max(1, tile_rows(NORMCONV_TILE_BYTES, c_in, *NORMCONV_ROWS) // m)
     blas_one_thread()
     key = int(d.data or 0)
-    mt = _meet(key, nth, (n_mat, G, c_in))
-    try:
-        g0, g1 = G * ith // nth, G * (ith + 1) // nth
-        err = None
-        try:
-            if g0 < g1:
-                normconv_inputs(x, mt.V, p, taps, g0, g1, in_tile)
-        except BaseException as e:  # still meet the others (they would wait for this thread), then fail
-            err, mt.failed = e, True
-        mt.barrier.wait(MEETING_TIMEOUT_S)
-        if err is not None:
-            raise err
-        c0, c1 = _channel_share(c_out, ith, nth)
-        if c0 < c1 and not mt.failed:
+    g0, g1 = G * ith // nth, G * (ith + 1) // nth
+    c0, c1 = _channel_share(c_out, ith, nth)
+
+    def outputs(V) -> None:
+        if c0 < c1:
             groups = tile_rows(NORMCONV_PRODUCT_BYTES, n_mat * (c1 - c0), *NORMCONV_GROUPS)
-            normconv_outputs(mt.V, y, p, taps, c0, c1, groups, res)
-    finally:
-        _leave(key, mt)
+            normconv_outputs(V, y, p, taps, c0, c1, groups, res)
+
+    _in_two_phases(
+        key, nth, (n_mat, G, c_in),
+        lambda V: normconv_inputs(x, V, p, taps, g0, g1, in_tile) if g0 < g1 else None,
+        outputs,
+    )
 
 
 _NORMCONV_CB = _callback(_normconv_kernel)

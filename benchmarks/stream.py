@@ -97,6 +97,7 @@ def row(setup: str, k: int, calls: list[float], audio_s: float, wav, ref, **extr
 # ---- kzlab -----------------------------------------------------------------------------------------------------
 def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, dict]:
     import kzlab
+    from kzlab.runtime.stream import offline_in_stream_arithmetic
 
     rows, wavs = [], {}
     kw = json.loads(args.kzlab) if args.kzlab else {}
@@ -105,12 +106,7 @@ def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, d
         t0 = time.perf_counter()
         ref = dec.decode(codes)
         offline_s = time.perf_counter() - t0
-        plan, changes = dec.lowering.for_stream()
-        same = ref
-        if changes:
-            with kzlab.load(args.model, lowering=plan.replace(),
-                            backends=dec.resolved_backends.requested) as d2:
-                same = d2.decode(codes)
+        same, changes = offline_in_stream_arithmetic(dec, codes)
         sr = dec.sample_rate
         info = {"backend": dec.backend_label, "mode": dec.mode, "lowering": dec.lowering.label(dec.arch.not_applicable),
                 "stream_plan_changes": changes, "offline_s": offline_s,

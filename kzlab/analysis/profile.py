@@ -49,7 +49,7 @@ from kzlab.progress import ProgressFn
 from kzlab.runtime.decoder import Decoder
 from kzlab.runtime.profiler import DEFAULT_BUDGET, NodeInfo, Profiler, check_granularity
 from kzlab.runtime.remote import call_isolated, check_servers, in_worker
-from kzlab.runtime.session import Session, slot_shape
+from kzlab.runtime.session import Session
 from kzlab.runtime.spec import BackendSpec, is_rpc
 
 ROW_KINDS = ("layers", "nodes", "splits", "stages", "ops", "evolution")
@@ -578,9 +578,7 @@ class ProfiledCall:
 def stream_call(s: Session, k: int, warm: int | None, codes: np.ndarray | None, seed: int = 0) -> ProfiledCall:
     """Push the warm-up frames through `s` in calls of `k` (`Session.run_stream`), then give every input of the
     next call of `k` frames: its codes, the state the warm-up left (`state:<key>`, as the graph names it) and the
-    positions and mask the family's graph half feeds at that position (`feed_stream`)."""
-    from kzlab.graph.build import family_graph
-
+    positions and mask the family's graph half feeds at that position (`Session.stream_feed`)."""
     hp = s.model.hparams
     bg = s.graph(k, stream=True)
     slots = bg.builder.carry.slots
@@ -599,15 +597,9 @@ def stream_call(s: Session, k: int, warm: int | None, codes: np.ndarray | None, 
         _, state, _ = s.run_stream(n, {"codes": codes[:, at : at + n]}, state, at)
         sizes.append(n)
         at += n
-    feed = dict(family_graph(hp).feed_stream(hp, k, position, bg.builder.inputs))
-    records = []
-    for key, sl in slots.items():
-        arr = state.get(key)
-        if arr is None:  # no call before this one: the stream's start, zeros
-            arr = np.zeros(slot_shape(sl), np.float32)
-        feed[f"state:{key}"] = arr
-        records.append({"key": key, "kind": sl.kind, "channels": int(sl.channels), "frames": int(sl.frames),
-                        "nbytes": int(arr.nbytes)})
+    feed = s.stream_feed(bg, position, state)  # zeros for a slot no call wrote: the stream's start
+    records = [{"key": key, "kind": sl.kind, "channels": int(sl.channels), "frames": int(sl.frames),
+                "nbytes": int(feed[f"state:{key}"].nbytes)} for key, sl in slots.items()]
     feed["codes"] = np.ascontiguousarray(codes[:, position : position + k])
     return ProfiledCall(k, position, sizes, feed, records, dict(s.plan.for_stream()[1]), source)
 

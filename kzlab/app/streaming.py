@@ -80,20 +80,6 @@ def _median(xs: Sequence[float | None]) -> float | None:
     return float(statistics.median(xs)) if xs else None
 
 
-def _same_arithmetic_reference(decoder, codes: np.ndarray, plan_changes: dict) -> tuple[np.ndarray, str]:
-    """The offline decode a stream's audio is held to: the decoder's own, or, where a streaming call's plan differs
-    from it, the offline decode in the streaming plan on the same backends."""
-    if not plan_changes:
-        return decoder.decode(codes), "the offline decode"
-    from kzlab.runtime.decoder import Decoder
-
-    plan, _ = decoder.lowering.for_stream()
-    with Decoder(decoder.model, plan.replace(), decoder.resolved_backends.requested) as same:
-        wav = same.decode(codes)
-    return wav, "the offline decode in the streaming call's arithmetic (" + ", ".join(
-        f"{k}={getattr(plan, k)}" for k in plan_changes) + ")"
-
-
 def stream_sweep(
     decoder,
     codes,
@@ -107,10 +93,9 @@ def stream_sweep(
     """Stream `codes` [n_codebooks, T] through `decoder` (a `kzlab.Decoder`) in calls of each size of `sizes`, each
     size `repeat` times on a fresh stream with its graphs built before timing; returns a `StreamSweep` (plain rows).
     `progress(i, n, text)` before each timed pass; `check()` between passes (a canceller's)."""
-    sizes = [sizes] if isinstance(sizes, int | np.integer) else list(sizes)
-    if not sizes or any(isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1 for k in sizes):
-        raise InvalidInputError(f"chunk sizes must be integers >= 1; got {sizes!r}")
-    sizes = sorted({int(k) for k in sizes})
+    from kzlab.runtime.stream import check_sizes, offline_in_stream_arithmetic
+
+    sizes = sorted(set(check_sizes(sizes)))
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise InvalidOptionError(f"repeat={repeat!r}: expected an integer >= 1")
     probe = decoder.stream(left, lookahead)
@@ -121,7 +106,7 @@ def stream_sweep(
     sr = decoder.sample_rate
     frame_ms = 1e3 * arch.samples_per_frame(hp) / sr
     out = StreamSweep(
-        kind=probe.kind, exact=bool(getattr(probe, "exact", probe.kind == "stateful")), describe=probe.describe(),
+        kind=probe.kind, exact=probe.exact, describe=probe.describe(),
         model=str(decoder.model.path), family=arch.name,
         backend_label=decoder.backend_label, mode=decoder.mode,
         lowering_label=decoder.lowering.label(getattr(arch, "not_applicable", {})),
@@ -133,8 +118,13 @@ def stream_sweep(
     else:
         out.prepared = ("graphs built before timing by one untimed pass of each size (a windowed stream's graphs "
                         "are the decoder's own, one per window shape, cached)")
-    ref, out.reference = _same_arithmetic_reference(decoder, c, out.plan_changes)
-    offline = decoder.decode(c) if out.plan_changes else ref
+    ref, changes = offline_in_stream_arithmetic(decoder, c) if probe.kind == "stateful" else (decoder.decode(c), {})
+    out.reference = "the offline decode"
+    if changes:
+        plan = decoder.lowering.for_stream()[0]
+        made = ", ".join(f"{k}={getattr(plan, k)}" for k in changes)
+        out.reference += f" in the streaming call's arithmetic ({made})"
+    offline = decoder.decode(c) if changes else ref
     total = len(sizes) * repeat
     last = None
     for i, k in enumerate(sizes):

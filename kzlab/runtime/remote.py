@@ -90,22 +90,17 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         if msg[0] == "stop":
             break
-        if msg[0] == "stream":
-            _, frames, inputs, state, position, budget = msg
-            try:
-                from kzlab.runtime.budget import check_session_budget
-
-                check_session_budget(session, frames, None, budget, stream=True)
-                conn.send(("ok", session.run_stream(frames, inputs, state, position)))
-            except BaseException as e:
-                conn.send(("error", _portable(e)))
-            continue
-        _, frames, inputs, start, stages, budget, stop = msg
         try:
             from kzlab.runtime.budget import check_session_budget
 
-            check_session_budget(session, frames, start, budget, stages, stop)
-            conn.send(("ok", session.run(frames, inputs, start, stages, stop)))
+            if msg[0] == "stream":
+                _, frames, inputs, state, position, budget = msg
+                check_session_budget(session, frames, None, budget, stream=True)
+                conn.send(("ok", session.run_stream(frames, inputs, state, position)))
+            else:
+                _, frames, inputs, start, stages, budget, stop = msg
+                check_session_budget(session, frames, start, budget, stages, stop)
+                conn.send(("ok", session.run(frames, inputs, start, stages, stop)))
         except BaseException as e:
             conn.send(("error", _portable(e)))
     session.close()

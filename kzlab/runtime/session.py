@@ -290,6 +290,22 @@ class Session:
                 return out
             return {stop: out[stop]} if stop is not None else {"wav": out["wav"]}
 
+    def stream_feed(self, bg: BuiltGraph, position: int, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A streaming graph's inputs but its codes: the positions and mask at stream position `position` (the
+        family graph half's `feed_stream`) and each state slot as `state:<key>` (zeros where `state` has none: the
+        stream's start)."""
+        hp = self.model.hparams
+        feed = dict(family_graph(hp).feed_stream(hp, bg.frames, position, bg.builder.inputs))
+        for key, slot in bg.builder.carry.slots.items():
+            shape = slot_shape(slot)
+            have = state.get(key)
+            if have is None:
+                have = np.zeros(shape, np.float32)
+            elif have.shape != shape:
+                raise AssertionError(f"state {key}: shape {have.shape}, the graph's is {shape}")
+            feed[f"state:{key}"] = have
+        return feed
+
     def run_stream(
         self, frames: int, inputs: dict[str, np.ndarray], state: dict[str, np.ndarray], position: int
     ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, tuple]]:
@@ -301,15 +317,7 @@ class Session:
             bg = self.graph(frames, stream=True)
             self.backends.prepare(bg)
             hp = self.model.hparams
-            feed = dict(family_graph(hp).feed_stream(hp, frames, position, bg.builder.inputs))
-            for key, slot in bg.builder.carry.slots.items():
-                shape = slot_shape(slot)
-                have = state.get(key)
-                if have is None:
-                    have = np.zeros(shape, np.float32)
-                elif have.shape != shape:
-                    raise AssertionError(f"state {key}: shape {have.shape}, the graph's is {shape}")
-                feed[f"state:{key}"] = have
+            feed = self.stream_feed(bg, position, state)
             self.set_inputs(bg, {**feed, **inputs}, derive=False)
             self.compute(bg)
             wav = family_graph(hp).finish({k: self.read(a) for k, a in bg.outputs.items()}, self.plan, hp)["wav"]

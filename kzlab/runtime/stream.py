@@ -199,7 +199,7 @@ class Stream:
         if self.kind != "stateful":
             return
         hp = self.hparams
-        for k in sorted(set(chunk_sizes(sizes, sum([sizes] if isinstance(sizes, int) else list(sizes))))):
+        for k in sorted(set(check_sizes(sizes))):
             zeros = np.zeros((hp.num_quantizers, k), np.int32)
             self.decoder.run_stream_call(k, {"codes": zeros}, {}, 0)
 
@@ -248,9 +248,8 @@ def state_record(key: str, meta: tuple, a: np.ndarray) -> StateRecord:
     return StateRecord(key, kind, int(channels), int(frames), order, int(a.nbytes))
 
 
-def chunk_sizes(sizes, total: int) -> list[int]:
-    """The chunk sizes a stream of `total` frames is pushed in: `sizes` (an int or a sequence of ints >= 1) used in
-    turn, the last chunk cut to what is left."""
+def check_sizes(sizes) -> list[int]:
+    """Chunk sizes (an int, or a sequence of ints >= 1) as a list, in their order; anything else is refused."""
     if isinstance(sizes, (int, np.integer)):
         seq = [sizes]
     else:
@@ -260,9 +259,16 @@ def chunk_sizes(sizes, total: int) -> list[int]:
             raise InvalidInputError(f"chunk sizes must be integers >= 1; got {sizes!r}") from None
     if not seq or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in seq):
         raise InvalidInputError(f"chunk sizes must be integers >= 1; got {sizes!r}")
+    return [int(k) for k in seq]
+
+
+def chunk_sizes(sizes, total: int) -> list[int]:
+    """The chunk sizes a stream of `total` frames is pushed in: `sizes` (an int or a sequence of ints >= 1) used in
+    turn, the last chunk cut to what is left."""
+    seq = check_sizes(sizes)
     out, at, i = [], 0, 0
     while at < total:
-        k = min(int(seq[i % len(seq)]), total - at)
+        k = min(seq[i % len(seq)], total - at)
         out.append(k)
         at += k
         i += 1
@@ -275,4 +281,16 @@ def parse_sizes(text: str) -> list[int]:
         seq = [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
         raise InvalidInputError(f"--stream takes frames per call, e.g. 4 or 1,3,7; got {text!r}") from None
-    return chunk_sizes(seq, sum(seq)) and seq
+    return check_sizes(seq)
+
+
+def offline_in_stream_arithmetic(decoder, codes) -> tuple[np.ndarray, dict[str, str]]:
+    """The offline decode a stateful stream's audio is held to, and the choices it makes otherwise than the
+    decoder's plan: the decoder's own decode, or, where a streaming call's plan differs from it
+    (`LoweringPlan.for_stream`), the offline decode in the streaming plan on the same backends (another decoder of
+    the same model, closed after)."""
+    plan, changes = decoder.lowering.for_stream()
+    if not changes:
+        return decoder.decode(codes), changes
+    with type(decoder)(decoder.model, plan.replace(), decoder.resolved_backends.requested) as same:
+        return same.decode(codes), changes

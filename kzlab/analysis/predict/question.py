@@ -214,7 +214,6 @@ class WhatIf:
         lines += [f"note: {n}" for n in d.notes]
         return "\n".join(lines)
 
-
     def stream_lines(self) -> list[str]:
         """The streaming answer as text: a compact table per configuration, the recommended chunk, what is
         modelled and what is not."""

@@ -146,6 +146,17 @@ def rows(args, tmp: Path) -> list[tuple]:
             {},
         )
     )
+    mimi, mref = "Mimi (kyutai/mimi)", DATA / "mimi-tiny/reference.npz"
+    out.append((mimi, "transformers 4.57.3 save_pretrained", DATA / "mimi-tiny/hf", mref, None, {}))
+    for t in ("f32", "f16", "q8_0"):
+        out.append((mimi, "codec.cpp convert-to-gguf.py (c5ef02b1)",
+                    DATA / f"codeccpp-mimi/codeccpp-mimi-tiny-{t}.gguf", mref, None, {}))
+    pocket, pref = "Mimi (PocketTTS, latents)", DATA / "pockettts-tiny/reference.npz"
+    for t in ("f32", "f16", "q8_0"):
+        out.append((pocket, "llama.cpp --mmproj (0c1e5709)", DATA / f"pockettts-tiny/mmproj-pockettts-tiny-{t}.gguf",
+                    pref, None, {}))
+    out.append((pocket, "CrispASR converter (72d3c389)", DATA / "pockettts-tiny/crispasr-pockettts-tiny-f16.gguf",
+                pref, None, {}))
     if args.full:
         for t in ("f32", "f16", "bf16", "q8_0"):
             out.append(
@@ -192,7 +203,8 @@ def main(argv: list[str] | None = None) -> None:
             types = matrix_types(m)
             spec = BackendSpec.from_kw(None, backend="auto", threads=2)
             with Decoder(m, Lowering().replace(**opts), spec, None) as d:  # the Model read once
-                snr = snr_db(d.decode(ref["codes"]), ref["wav"])
+                # codes, or the latents of a decoder whose first stage takes them
+                snr = snr_db(d.decode(ref["codes"] if "codes" in ref else ref["latents"]), ref["wav"])
             bound = BOUNDS[types[0]]
             extra = ""
             if types[0] == "BF16":

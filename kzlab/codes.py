@@ -2,7 +2,9 @@
 
 Wrong codes (a float array, a wrong shape, a code past its codebook) would otherwise index outside a ggml
 tensor; here they are a clear `InvalidInputError`. `hp` is the decoder's HParams (anything with
-`num_quantizers`, `codebook_size` and `semantic_codebook_size`).
+`num_quantizers`, `codebook_size` and `semantic_codebook_size`). A decoder whose first stage takes continuous
+latents instead (its hyperparameters say `takes_codes` False and give `input_channels`) gets float32 frames
+[input_channels, T] in the same places: validated as finite floats, drawn as standard normals.
 """
 
 from __future__ import annotations
@@ -16,8 +18,36 @@ import numpy as np
 from kzlab.errors import InvalidInputError
 
 
+def takes_codes(hp: Any) -> bool:
+    """Whether the decoder's first stage takes codes (else float latents [input_channels, T])."""
+    return bool(getattr(hp, "takes_codes", True))
+
+
+def validate_latents(x, hp) -> np.ndarray:
+    """Latents as float32 [input_channels, T], finite, or a clear InvalidInputError saying what is wrong."""
+    c = int(hp.input_channels)
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise InvalidInputError(f"latents must be a float array of shape [{c}, T]; {e}") from None
+    if not np.issubdtype(a.dtype, np.floating):
+        raise InvalidInputError(f"this decoder takes latents: a float array of shape [{c}, T]; got dtype {a.dtype}")
+    if a.ndim == 3 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 2 or a.shape[0] != c:
+        raise InvalidInputError(f"latents must have shape [{c}, T]; got {list(a.shape)}")
+    if a.shape[1] < 1:
+        raise InvalidInputError("latents have no frames (T = 0)")
+    if not np.all(np.isfinite(a)):
+        raise InvalidInputError("latents contain NaN or Inf")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
 def validate_codes(codes, hp) -> np.ndarray:
-    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong."""
+    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong (a decoder of latents:
+    `validate_latents`)."""
+    if not takes_codes(hp):
+        return validate_latents(codes, hp)
     try:
         a = np.asarray(codes)
     except (ValueError, TypeError) as e:  # ragged nested lists and the like
@@ -66,10 +96,13 @@ def load_codes(path: str) -> np.ndarray:
 
 
 def random_codes(hp: Any, frames: int, seed: int = 0) -> np.ndarray:
-    """Uniform random codes [num_quantizers, frames] within each codebook's range (reproducible by `seed`)."""
+    """Uniform random codes [num_quantizers, frames] within each codebook's range (reproducible by `seed`); for a
+    decoder of latents, standard normal latents [input_channels, frames] (float32)."""
     if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1:
         raise InvalidInputError(f"frames must be an integer >= 1; got {frames!r}")
     rng = np.random.default_rng(seed)
+    if not takes_codes(hp):
+        return rng.standard_normal((int(hp.input_channels), int(frames)), dtype=np.float32)
     c = rng.integers(0, hp.codebook_size, size=(hp.num_quantizers, int(frames)), dtype=np.int32)
     c[0] = rng.integers(0, hp.semantic_codebook_size, size=int(frames))
     return c

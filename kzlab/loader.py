@@ -270,12 +270,18 @@ def _transformed(
         kind, param = spec
         if kind == "split":
             del mapping[role]
-            for k, part in enumerate(_split(src, tensors[name], role)):
-                mapping[role.replace("{k}", str(k))] = part.name
+            names = param.split(",") if param else None
+            for k, part in enumerate(_split(src, tensors[name], role, names)):
+                mapping[role.replace("{k}", names[k] if names else str(k))] = part.name
                 tensors[part.name] = part
             done.setdefault("{n} stacked tensors taken apart along their first axis: {all}", []).append(
                 f"{name} {list(tensors[name].shape)}"
             )
+            continue
+        if kind == "diagonal":
+            tensors[name + "[diagonal]"] = _diagonal(src, tensors[name])
+            mapping[role] = name + "[diagonal]"
+            done.setdefault("{n} depthwise kernels stored dense read back from their diagonal: {all}", []).append(name)
             continue
         if kind in ("log", "log_recip"):
             tensors[name + f"[{kind}]"] = _unfolded(src, tensors[name], kind, param)
@@ -311,8 +317,9 @@ def _transformed(
     return dataclasses.replace(raw, tensors=tensors), mapping
 
 
-def _split(src: str, t: reader.RawTensor, role: str) -> list[reader.RawTensor]:
-    """The parts of a tensor stacked along its first axis, as views, named `NAME[k]` (see `_transformed`)."""
+def _split(src: str, t: reader.RawTensor, role: str, names: list[str] | None = None) -> list[reader.RawTensor]:
+    """The parts of a tensor stacked along its first axis, as views, named `NAME[k]` (see `_transformed`): one per
+    index of the axis, or with `names` that many equal parts of it, `NAME[name]`."""
     if "{k}" not in role:
         raise LayoutError(f"{src}: transform split for '{t.name}': its role {role!r} has no {{k}} for the part")
     if len(t.shape) < 2:
@@ -320,9 +327,40 @@ def _split(src: str, t: reader.RawTensor, role: str) -> list[reader.RawTensor]:
     n = int(t.shape[0])
     if n < 1:
         raise LayoutError(f"{src}: transform split: '{t.name}' has shape {list(t.shape)}, no part to take apart")
+    if names:
+        if n % len(names):
+            raise LayoutError(f"{src}: transform split into {len(names)} parts: '{t.name}' has {n} rows on its first "
+                              "axis, not a multiple")
+        step = n // len(names)
+        # float types hold numpy shape `shape`; block types raw bytes [rows, row_bytes], rows over all outer axes
+        rows = t.data if t.type in ("F32", "F16", "BF16") else t.data.reshape(n, -1, t.data.shape[-1])
+        parts = []
+        for k, part in enumerate(names):
+            data = rows[k * step : (k + 1) * step]
+            if t.type not in ("F32", "F16", "BF16"):
+                data = data.reshape(-1, data.shape[-1])
+            parts.append(reader.RawTensor(f"{t.name}[{part}]", t.type, (step, *(int(s) for s in t.shape[1:])), data))
+        return parts
     # float types hold numpy shape `shape`; block types raw bytes [rows, row_bytes] with rows over all outer axes
     data = t.data if t.type in ("F32", "F16", "BF16") else t.data.reshape(n, -1, t.data.shape[-1])
     return [reader.RawTensor(f"{t.name}[{k}]", t.type, tuple(int(s) for s in t.shape[1:]), data[k]) for k in range(n)]
+
+
+def _diagonal(src: str, t: reader.RawTensor) -> reader.RawTensor:
+    """A depthwise kernel [C, 1, K] from a dense one [C, C, K] that is zero off its diagonal (in its stored type's
+    values, read as F32); anything off the diagonal is refused naming the tensor."""
+    if len(t.shape) != 3 or t.shape[0] != t.shape[1]:
+        raise LayoutError(f"{src}: transform diagonal takes a [C, C, K] kernel, but '{t.name}' has shape "
+                          f"{list(t.shape)}")
+    C, _, K = (int(s) for s in t.shape)
+    x = to_f32(t.type, t.data, t.shape)
+    idx = np.arange(C)
+    diag = x[idx, idx, :].copy()
+    x = np.array(x, copy=True)
+    x[idx, idx, :] = 0.0
+    if np.any(x != 0):
+        raise InvalidModelError(f"{src}: tensor '{t.name}' is not a depthwise kernel: it has values off its diagonal")
+    return reader.RawTensor(f"{t.name}[diagonal]", "F32", (C, 1, K), diag.reshape(C, 1, K).astype(np.float32))
 
 
 def _unfolded(src: str, t: reader.RawTensor, kind: str, arg: str) -> reader.RawTensor:

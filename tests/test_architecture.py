@@ -299,6 +299,39 @@ def test_nothing_outside_arch_branches_on_a_family():
     assert not bad, f"modules that branch on a family's name: {bad}"
 
 
+#: the third family's words: its name, its SEANet decoder, PocketTTS (whose decoder it is)
+MIMI_WORDS = re.compile(r"mimi|seanet|pocket", re.IGNORECASE)
+#: the one line outside kzlab/arch/mimi/ that may name it: its registry entry
+MIMI_REGISTRY = '''"mimi": "kzlab.arch.mimi.spec",'''
+
+
+def mimi_literals(path: Path) -> list[tuple[int, str]]:
+    """String literals (docstrings aside) of a module that name the Mimi family, off its registry line."""
+    tree = ast.parse(path.read_text(), str(path))
+    lines = path.read_text().splitlines()
+    docs = _docstrings(tree)
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        and MIMI_WORDS.search(n.value) and lines[n.lineno - 1].strip() != MIMI_REGISTRY
+    ]
+
+
+def test_the_third_family_is_one_folder():
+    """A family is one folder: no string constant outside kzlab/arch/mimi/ (docstrings aside) names Mimi, SEANet or
+    PocketTTS, but the registry line in kzlab/arch/__init__.py; and the registry line is there."""
+    bad = {m: h[:3] for m, p in MODS.items() if not m.startswith("kzlab.arch.mimi") and (h := mimi_literals(p))}
+    assert not bad, f"the Mimi family named outside kzlab/arch/mimi/: {bad}"
+    assert MIMI_REGISTRY in [ln.strip() for ln in MODS["kzlab.arch"].read_text().splitlines()]
+
+
+def test_the_one_folder_rule_can_fail(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""Mimi in a docstring is fine."""\nx = "mimi-synthetic"\nd = {\n    ' + MIMI_REGISTRY + "\n}\n")
+    assert [ln for ln, _ in mimi_literals(f)] == [2]
+
+
 def test_family_rules_can_fail(tmp_path):
     """The two checks above find what they look for."""
     f = tmp_path / "m.py"

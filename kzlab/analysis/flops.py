@@ -47,6 +47,7 @@ ELEMENTWISE = {
     "SIN": 1,
     "COS": 1,
     "EXP": 1,
+    "ELU": 1,  # x > 0 ? x : expm1(x) (ggml-cpu/vec.h 8599e0ea line 915): one exp-class call, counted as EXP
     "LOG": 1,
     "SCALE": 2,  # scale and bias
     "CLAMP": 1,

@@ -28,6 +28,7 @@ WINOGRAD_TAPS = {8: 3, 10: 7}
 _FAMILIES: dict[str, str] = {
     "qwen3-tts-12hz": "kzlab.arch.qwen3_tts_12hz.spec",
     "wavtokenizer-dec": "kzlab.arch.wavtokenizer.spec",
+    "mimi": "kzlab.arch.mimi.spec",
 }
 
 

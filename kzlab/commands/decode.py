@@ -1,4 +1,4 @@
-"""`kzlab decode MODEL --codes CODES.npy -o OUT.wav [--npy OUT.npy] [--chunked] [--threads N]`."""
+"""`kzlab decode MODEL (--codes C.npy | --latents L.npy) -o OUT.wav [--npy OUT.npy] [--chunked] [--stream K]`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from kzlab.commands.common import add_backend, add_lowering, add_model, backend_
 def register(sub) -> None:
     p = sub.add_parser("decode", help="decode codes to a WAV file")
     add_model(p)
-    p.add_argument("--codes", required=True, help="codes [16, T] as .npy (or .npz with 'codes', or .json)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--codes", help="codes [n_codebooks, T] as .npy (or .npz with 'codes', or .json)")
+    src.add_argument("--latents", help="continuous latents [channels, T] as .npy, for a decoder whose first stage "
+                     "takes them instead of codes")
     p.add_argument("-o", "--output", required=True, help="output WAV (24 kHz, float32)")
     p.add_argument("--npy", help="also write the raw float32 samples as .npy")
     p.add_argument("--chunked", action="store_true", help="upstream chunked decode (300 frames + 25 of context)")
@@ -33,8 +36,12 @@ def run(args) -> int:
     from kzlab.audio import write_wav
     from kzlab.runtime.decoder import Decoder
 
-    codes = load_codes(args.codes)
     dec = Decoder(open_model(args), lowering_from(args), backend_spec(args))
+    try:
+        codes = _input(args, dec)
+    except BaseException:
+        dec.close()
+        raise
     if args.stream is not None:
         try:
             return _run_stream(args, dec, codes)
@@ -64,6 +71,22 @@ def run(args) -> int:
     finally:
         dec.close()
     return 0
+
+
+def _input(args, dec):
+    """The codes, or the latents, as the decoder's first stage takes them (a KzlabError names a mismatch)."""
+    from kzlab.errors import InvalidInputError
+
+    if args.codes is not None:
+        if not dec.takes_codes:
+            raise InvalidInputError(f"{dec.arch.label}: this decoder takes latents (--latents FILE.npy), not codes")
+        return load_codes(args.codes)
+    if dec.takes_codes:
+        raise InvalidInputError(f"{dec.arch.label}: this decoder takes codes (--codes FILE.npy), not latents")
+    try:
+        return np.load(args.latents, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise InvalidInputError(f"{args.latents}: cannot read latents as a .npy array: {e}") from None
 
 
 def _run_stream(args, dec, codes) -> int:

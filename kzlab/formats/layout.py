@@ -33,7 +33,10 @@ and 1/(exp(beta) + 1e-9): the role gets the upstream parameter back (F32), and a
 (x <= 0, or 1/x <= EPS) is refused naming the tensor. `split` takes a tensor of stacked parts apart along its
 first (outermost) axis, one role per part: the rule's role has `{k}` where the part's index goes (e.g.
 llama.cpp's 15 acoustic codebooks in one 3-D tensor, `vq.rest.{k}.codebook`); a depth the family does not
-have is refused by its role checks.
+have is refused by its role checks. `split:a,b,c` cuts the first axis into as many equal parts, named: e.g. a
+transformer's q, k and v stacked in one in_proj, `attn_{k}.weight` -> `attn_q.weight`, `attn_k.weight`,
+`attn_v.weight`. `diagonal` reads a depthwise kernel stored as a dense one ([C, C, K], zeros off the diagonal, as
+codec.cpp stores Mimi's upsample) back as [C, 1, K]; a kernel with anything off its diagonal is refused.
 
 Packed files (one file, several models, names through a table) are read with `[layout]` keys: `extends` (a
 built-in map whose rules and ignores follow the map's own), `prefix` (only names under it are the decoder's,
@@ -62,7 +65,7 @@ from kzlab.errors import LayoutError
 
 BUILTIN_DIR = Path(__file__).with_name("layouts")
 #: value transforms a map may name (see the module docstring): kind -> what its argument is
-TRANSFORMS = {"row": "NAME", "log": "", "log_recip": "EPS", "split": ""}
+TRANSFORMS = {"row": "NAME", "log": "", "log_recip": "EPS", "split": "[NAMES]", "diagonal": ""}
 _SLOT = re.compile(r"\{(\d+)\s*([+-]\s*\d+)?\}")
 
 
@@ -272,6 +275,9 @@ class LayoutMap:
             lines += ["", "[hparams]"] + [f"{k} = {v!r}" for k, v in self.hparams.items()]
         lines += ["", "[tensors]"]
         lines += [f"{_lit(rx.pattern)} = {_q(t)}" for rx, t in self.rules]
+        if self.transforms:
+            lines += ["", "[transforms]"]
+            lines += [f"{_lit(rx.pattern)} = {_q(k + (':' + a if a else ''))}" for rx, (k, a) in self.transforms]
         return "\n".join(lines) + "\n"
 
 
@@ -281,6 +287,8 @@ def _transform_ok(kind: str, arg: str) -> bool:
         return False
     if want == "NAME":
         return arg.isidentifier()
+    if want == "[NAMES]":
+        return arg == "" or all(p.isidentifier() for p in arg.split(","))
     if want == "EPS":
         try:
             return float(arg) >= 0.0

@@ -73,14 +73,16 @@ def write_gguf(
     fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".part", dir=out.parent)
     os.close(fd)
     try:
-        w = GGUFWriter(tmp, fh.ARCHITECTURE)
+        # a family whose files differ with the decoder (one layout for codes, another for latents) says which
+        lay = fh.layout_for(hp) if hasattr(fh, "layout_for") else fh
+        w = GGUFWriter(tmp, getattr(lay, "architecture", fh.ARCHITECTURE))
         w.add_name(name or fh.DEFAULT_NAME)
         n_params = 0
         for role, produce in tensors:
-            a = fh.file_array(role, np.ascontiguousarray(produce(), dtype=np.float32))
-            t = fh.storage_type(role, a.shape, outtype)
+            a = lay.file_array(role, np.ascontiguousarray(produce(), dtype=np.float32))
+            t = lay.storage_type(role, a.shape, outtype)
             n_params += a.size
-            gname = fh.tensor_name(role)
+            gname = lay.tensor_name(role)
             if t == "F32":
                 w.add_tensor(gname, a)
             elif t == "F16":

@@ -654,6 +654,32 @@ class GraphBuilder:
             acc = y if acc is None else g.ggml_add(self.ctx, acc, y)
         return self.add_bias(Act(acc, True), bname)
 
+    def depthwise_conv_transpose1d(self, x: Act, wname: str, stride: int, state: str | None = None) -> Act:
+        """Causal depthwise ConvTranspose1d without bias (groups = channels; kernel K a multiple of the stride),
+        the full output trimmed by K - stride on the right: output frame t * stride + r of channel c is
+        sum over m < K / stride of w[c, m * stride + r] * x[c, t - m]. Per m, the input frames shifted by m
+        (REPEATed over the stride's sub-frames) times the kernel's m-th slice (MUL broadcasts it over time), then
+        the slices ADDed: channels-last, ne [C, stride, T] read as [C, stride * T]. The weight is laid out one
+        column per tap, ne [C, K] (kzlab.graph.prepared: a `dwconv.weight`). `state`: the key of the K / stride - 1
+        input frames before the call in a streaming graph (`context`)."""
+        ctx, W = self.ctx, self.w[wname]
+        C, K = int(W.contents.ne[0]), int(W.contents.ne[1])
+        if K % stride:
+            raise ValueError(f"depthwise transposed conv: kernel {K} is not a multiple of the stride {stride}")
+        M = K // stride
+        x, zeros = self.context(state, x, M - 1)
+        xp = self.pad_left(self.as_cl(x), zeros)
+        T = xp.T - (M - 1)
+        shape = g.ggml_new_tensor_3d(ctx, g.GGML_TYPE_F32, C, stride, T)  # REPEAT reads only its shape
+        acc = None
+        for m in range(M):
+            xs = g.ggml_reshape_3d(ctx, self.time_view(xp, M - 1 - m, T).t, C, 1, T)
+            wm = g.ggml_view_3d(ctx, W, C, stride, 1, int(W.contents.nb[1]), int(W.contents.nb[1]) * stride,
+                                m * stride * int(W.contents.nb[1]))
+            y = g.ggml_mul(ctx, g.ggml_repeat(ctx, xs, shape), wm)
+            acc = y if acc is None else g.ggml_add(ctx, acc, y)
+        return Act(g.ggml_reshape_2d(ctx, acc, C, stride * T), True)
+
     # ---- activations --------------------------------------------------------------------------------
     def snake(self, x: Act, prefix: str, out_cl: bool | None = None, bias: str | None = None) -> Act:
         """SnakeBeta: h + 1/(exp(beta)+1e-9) * sin(h * exp(alpha))^2, h = x (+ bias).

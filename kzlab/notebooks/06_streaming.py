@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,7 +31,8 @@
 # 2. measures each chunk size on a prepared stream (graphs built before timing) and draws chunk size against
 #    time to first audio and real-time factor;
 # 3. shows the carried state, tensor by tensor, and profiles one streaming call node by node;
-# 4. streams WavTokenizer in windows and states its SNR against its offline decode.
+# 4. streams WavTokenizer in windows and states its SNR against its offline decode;
+# 5. streams the third family, Mimi: kyutai/mimi's codes and PocketTTS's latents.
 #
 # The defaults use the tiny test decoders (fast on any CPU); set `MODEL = "synthetic"` for the full-size
 # synthetic decoder (built into the cache on first use; slower). The times are of this machine's CPU, as it is.
@@ -143,6 +144,30 @@ for ahead in (8, 16):  # more context helps, and costs latency: the audio comes 
     print(f"every frame before, lookahead {ahead} ({ahead * wt_sweep.frame_ms:.0f} ms late): "
           f"{kzlab.snr_db(w, wt_offline):.1f} dB against the offline decode")
 display(plots.stream_figure(wt_sweep, "WavTokenizer tiny: windowed stream"))
+
+# %% [markdown]
+# ## 5. A third family: Mimi (Moshi, Sesame CSM, PocketTTS), codes and latents
+#
+# Mimi's decoder is causal too (causal convs and transposed convs, a causal transformer over a window of 250
+# steps), so it streams with its state carried, exactly. kyutai/mimi takes codes (32 codebooks; Moshi decodes the
+# first 8); PocketTTS's decoder takes continuous latents [32, T] instead, pushed the same way. The built-in tiny
+# decoders are the test fixtures (codec.cpp's file of a tiny transformers `MimiModel`; CrispASR's file of a tiny
+# pocket-tts model, whose F16 products run in ggml-cpu on small calls and in BLAS on long ones: on the CPU backend
+# alone its stream is exact, under BLAS it says why it is not).
+
+# %%
+for name in ("mimi-tiny", "pockettts-tiny"):
+    mm = kzlab.load(resolve_model(name), threads=THREADS, backend="cpu")
+    x = kzlab.random_codes(mm.hparams, FRAMES, seed=0)  # codes, or latents for a decoder that takes them
+    x_offline = mm.decode(x)
+    print(f"{name}: {mm.arch.label}, input {list(x.shape)} {x.dtype}")
+    print("  " + mm.stream().describe())
+    m_sweep = kzlab.stream_sweep(mm, x, SIZES, repeat=REPEAT)
+    for r in m_sweep.rows:
+        print(f"  {r['size']:>3} frames per call: first audio {r['first_audio_ms']:.2f} ms, RTF {r['rtf']:.3f}, "
+              f"SNR against the offline decode {r['snr_db']:.1f} dB")
+    print(f"  state: {len(m_sweep.state)} tensors, {m_sweep.state_bytes / 1e6:.3f} MB")
+    mm.close()
 
 # %% [markdown]
 # The same, interactively: the Workbench's Stream tab streams the decoder, backend, lowering and input chosen above

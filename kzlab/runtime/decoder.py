@@ -119,7 +119,8 @@ class Decoder:
         split: bool | None = None,
     ):
         """Codes [n_codebooks, T] -> waveform float32 [T * samples per frame] (a DecodeOutput when
-        intermediates=True). A one-codebook family also takes codes [T].
+        intermediates=True). A one-codebook family also takes codes [T]; a decoder whose first stage takes
+        latents takes them here ([channels, T] floats, `kzlab.codes.validate_latents`).
 
         `chunk_size`, `left_context` and `right_context` (frames decoded after each chunk and dropped: a lookahead)
         default to the family's (`kzlab.arch.Arch`: 300, 25 and 0 frames for the first family). A family whose
@@ -151,9 +152,27 @@ class Decoder:
         if stage not in names:
             also = f" (or {', '.join(map(repr, aliases))})" if aliases else ""
             raise InvalidInputError(f"unknown stage {stage!r}: one of {', '.join(names)}{also}")
-        if stage == names[0]:
+        if stage == names[0]:  # codes, or the latents of a decoder whose first stage takes them
             return self.decode(x, intermediates=intermediates)
-        a = np.asarray(x)
+        a = self.float_input(stage, x)
+        frames = self._frames_for(stage, a.shape[1])
+        out = self._run(frames, {"x": a}, start=stage, stages=intermediates)
+        wav = out.pop("wav")[0]
+        return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
+
+    @property
+    def takes_codes(self) -> bool:
+        """Whether the decoder's first stage takes codes (else float latents, e.g. PocketTTS's)."""
+        from kzlab.codes import takes_codes
+
+        return takes_codes(self.hparams)
+
+    def float_input(self, stage: str, x) -> np.ndarray:
+        """A stage's float input [C, T] as float32, or an InvalidInputError that says what is wrong."""
+        try:
+            a = np.asarray(x)
+        except (ValueError, TypeError) as e:
+            raise InvalidInputError(f"the input of {stage} must be a float array; {e}") from None
         if not np.issubdtype(a.dtype, np.floating):
             raise InvalidInputError(f"the input of {stage} must be a float array; got {a.dtype}")
         if a.ndim == 3 and a.shape[0] == 1:
@@ -163,10 +182,7 @@ class Decoder:
             raise InvalidInputError(f"the input of {stage} must have shape [{c_need}, T]; got {list(a.shape)}")
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"the input of {stage} contains NaN or Inf")
-        frames = self._frames_for(stage, a.shape[1])
-        out = self._run(frames, {"x": np.ascontiguousarray(a, dtype=np.float32)}, start=stage, stages=intermediates)
-        wav = out.pop("wav")[0]
-        return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
+        return np.ascontiguousarray(a, dtype=np.float32)
 
     def _frames_for(self, stage: str, t: int) -> int:
         per = self.arch.stage_input_shape(self.hparams, stage, 1)[1]

@@ -101,6 +101,15 @@ class Stream:
                 self.exact = False
                 self.inexact_why = ("unitconv='winograd' was asked for: a call's Winograd groups fall elsewhere than "
                                     "the offline decode's and round differently (87.7 dB against it at full size)")
+            elif low_precision_products(decoder, plan):
+                self.exact = False
+                self.inexact_why = (
+                    "not guaranteed: some products read F16, BF16 or Q8_0 weights, and which of ggml's kernels "
+                    "computes such a product, and so how its activations are rounded and its sums ordered, depends "
+                    "on its row count (the BLAS backend takes 32 rows or more, ggml-blas.cpp @ eced84c8 416-421; "
+                    "ggml-cpu's tinyBLAS 2 or more, llamafile/sgemm.cpp @ eced84c8 3706-3709); a call's products "
+                    "have other row counts than the offline decode's. Measured against the offline decode: from "
+                    "bit-identical to 75 dB on the tiny F16 test decoders; with wtype='f32' the stream is exact")
         else:
             d_left, d_ahead = getattr(arch, "stream_context", (arch.left_context, arch.right_context))
             self.left = d_left if left is None else left
@@ -133,8 +142,9 @@ class Stream:
 
     # ---- pushing codes ----------------------------------------------------------------------------------------
     def _validate(self, codes) -> np.ndarray:
+        """The frames pushed, validated as the decoder's first stage takes them (codes, or latents)."""
         hp = self.hparams
-        if hp.num_quantizers == 1 and np.ndim(codes) == 1:
+        if getattr(hp, "num_quantizers", 0) == 1 and np.ndim(codes) == 1:
             codes = np.asarray(codes)[None, :]
         return validate_codes(codes, hp)
 
@@ -198,9 +208,9 @@ class Stream:
         is). A windowed stream's graphs are the decoder's own and are built on first use."""
         if self.kind != "stateful":
             return
-        hp = self.hparams
+        channels = self.decoder.arch.stage_input_shape(self.hparams, self.decoder.stages()[0], 1)[0]
         for k in sorted(set(check_sizes(sizes))):
-            zeros = np.zeros((hp.num_quantizers, k), np.int32)
+            zeros = np.zeros((channels, k), np.int32 if self.decoder.takes_codes else np.float32)
             self.decoder.run_stream_call(k, {"codes": zeros}, {}, 0)
 
     def summary(self) -> dict:
@@ -236,6 +246,16 @@ class Stream:
             at += k
         out.append(self.flush())
         return np.concatenate(out)
+
+
+def low_precision_products(decoder, plan) -> bool:
+    """Whether some product may read a weight that is not F32: a requested F16/BF16/Q8_0 weight type, F16 im2col
+    columns, or, with the file's own types kept, any of its matrices or kernels stored otherwise than F32."""
+    if plan.wtype in ("f16", "bf16", "q8_0") or plan.conv == "im2col-f16":
+        return True
+    return plan.wtype == "native" and any(
+        w.type != "F32" for w in decoder.model.weights.values() if len(w.shape) >= 2 and w.role.endswith("weight")
+    )
 
 
 def state_record(key: str, meta: tuple, a: np.ndarray) -> StateRecord:

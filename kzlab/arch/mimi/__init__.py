@@ -1,0 +1,1 @@
+"""Mimi, Kyutai's codec: the decoder of Moshi, Sesame CSM and PocketTTS."""

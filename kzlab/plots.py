@@ -320,23 +320,35 @@ def placement(pl: Any, title: str | None = None) -> Figure:
         bottom += v
     ax2.set_xticks(x, stages, rotation=30, ha="right", fontsize=7)
     ax2.set_ylabel("nodes")
-    # nodes on a kernel path with a known defect (the profile's [[defects]]): marked on the strip, counted per stage
-    bad = [i for i, n in enumerate(nodes) if n.get("defect")]
+    # nodes on a kernel path with a known defect (the profile's [[defects]]): marked on the strip, counted per stage;
+    # a path that approximates its op (kind "approximation") is marked apart: the emulated decode judges it
+    approx = [i for i, n in enumerate(nodes) if n.get("defect") and n.get("defect_kind") == "approximation"]
+    bad = [i for i, n in enumerate(nodes) if n.get("defect") and n.get("defect_kind") != "approximation"]
+    if approx:
+        ax.scatter(approx, np.full(len(approx), 0.5), marker="^", color=DEFECT_COLOR, s=14, linewidths=0.8,
+                   zorder=3, facecolors="none", label=f"approximating path: {len(approx)} nodes")
     if bad:
         ax.scatter(bad, np.full(len(bad), 0.5), marker="x", color=DEFECT_COLOR, s=18, linewidths=1.2, zorder=3,
                    label=f"defective path: {len(bad)} nodes")
-        per_bad = defaultdict(int)
-        for i in bad:
-            per_bad[nodes[i].get("stage") or "?"] += 1
-        for j, st in enumerate(stages):
-            if per_bad.get(st):
-                ax2.annotate(f"{per_bad[st]} wrong", (j, bottom[j]), ha="center", va="bottom", fontsize=7,
-                             color=DEFECT_COLOR, fontweight="bold")
+    # per stage: "N wrong" (bold) for a defective path, "N approx." for an approximating one
+    per_bad: dict[str, int] = defaultdict(int)
+    per_approx: dict[str, int] = defaultdict(int)
+    for marked, per in ((bad, per_bad), (approx, per_approx)):
+        for i in marked:
+            per[nodes[i].get("stage") or "?"] += 1
+    for j, st in enumerate(stages):
+        text = ", ".join(f"{n} {word}" for n, word in ((per_bad.get(st), "wrong"), (per_approx.get(st), "approx."))
+                         if n)
+        if text:
+            ax2.annotate(text, (j, bottom[j]), ha="center", va="bottom", fontsize=7, color=DEFECT_COLOR,
+                         fontweight="bold" if per_bad.get(st) else "normal")
     splits = as_rows(field(pl, "splits"))
     copied = float(field(pl, "copied_bytes") or 0.0)
     cfg = field(pl, "config") or {}
     prof = cfg.get("profile") if isinstance(cfg, Mapping) else None
     wrong = f"; WRONG OUTPUT: {len(bad)} nodes on a defective path" if bad else ""
+    if approx:  # right or wrong by the emulated decode against the bound, which the placement alone cannot say
+        wrong += f"; {len(approx)} approximated"
     fig.suptitle(title or f"placement {prof or ''}: {len(splits)} splits, {copied / 1e6:.1f} MB copied{wrong}",
                  color=DEFECT_COLOR if bad else None)
     return fig

@@ -115,7 +115,7 @@ def test_a_clip_file_without_the_decoder_says_there_is_none(monkeypatch):
     raw = reader.read(DIR / "mmproj-qwen3tts-tiny-f32.gguf")  # as a vision or speech-in mmproj: no a.gen.wav.*
     other = dataclasses.replace(raw, tensors={n: t for n, t in raw.tensors.items() if not n.startswith("a.gen.wav.")})
     monkeypatch.setattr(reader, "read", lambda path: other)
-    with pytest.raises(InvalidModelError, match="a clip \\(mmproj\\) file with no decoder in it"):
+    with pytest.raises(InvalidModelError, match="a clip \\(mmproj\\) file with no decoder kzlab knows in it"):
         kzlab.load_model(DIR / "mmproj-qwen3tts-tiny-f32.gguf")
 
 

@@ -183,3 +183,22 @@ def test_a_stream_of_f16_products_does_not_claim_exactness():
         latents = np.load(POCKET / "latents.npy")
         wav = s.run(latents, 1)
         assert snr_db(wav, dec.decode(latents)) >= 40  # close, and said not to be exact
+
+
+# ---- what every family gets: a Workbench run, its profile and its report ----------------------------------------
+def test_a_workbench_run_of_each_input_kind():
+    from kzlab.app.runner import RunSpec, execute
+    from kzlab.report.render import render
+
+    codes_run = execute(RunSpec(model="mimi-tiny", ref=str(MIMI / "reference.npz"), profile=True, repeat=1))
+    assert codes_run.error is None, codes_run.error
+    stages = {s.stage: s.snr_db for s in codes_run.accuracy.stages}
+    assert stages["wav"] >= 70 and stages["upsample"] >= 70  # the names the reference shares with kzlab's
+    latent_run = execute(RunSpec(model="pockettts-tiny", input="random", frames=4, profile=True, repeat=1))
+    assert latent_run.error is None and latent_run.wav.shape == (4 * 1920,)
+    ops = {r["op"] for r in latent_run.profile.by_op()}
+    assert {"ELU", "ROPE", "NORM", "SOFT_MAX"} <= ops, ops
+    assert {s["stage"] for s in latent_run.profile.by_stage()} >= {"latent", "upsample", "transformer.0", "decoder.4"}
+    fixture = execute(RunSpec(model="pockettts-tiny", input="fixture", profile=False))
+    assert fixture.error and "takes latents" in fixture.error
+    assert "mimi" in render([codes_run, latent_run])

@@ -178,7 +178,8 @@ def jsonable_db(x: float | None) -> float | str | None:
 
 
 def read_reference(path: str | Path) -> tuple[np.ndarray | None, dict[str, np.ndarray]]:
-    """A reference `.npz` in the fixtures' format: (its `codes` or None, every other array by name)."""
+    """A reference `.npz` in the fixtures' format: (its `codes`, or for a decoder of latents its `latents`, or None;
+    every other array by name)."""
     p = Path(path)
     if not p.is_file():
         raise InvalidInputError(f"reference {p}: no such file")
@@ -188,6 +189,8 @@ def read_reference(path: str | Path) -> tuple[np.ndarray | None, dict[str, np.nd
     except (OSError, ValueError) as e:
         raise InvalidInputError(f"reference {p} is not a readable .npz of arrays: {e}") from e
     codes = arrays.pop("codes", None)
+    if codes is None:
+        codes = arrays.pop("latents", None)
     return codes, arrays
 
 

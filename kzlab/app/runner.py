@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kzlab.app.builtins import SPEECH, fixture_codes, resolve_model
-from kzlab.codes import load_codes, random_codes
+from kzlab.codes import load_codes, random_codes, takes_codes
 from kzlab.environment import machine_info
 from kzlab.errors import Cancelled, InvalidInputError, InvalidOptionError, KzlabError
 from kzlab.graph.options import Lowering
@@ -162,9 +162,12 @@ def input_of(spec: RunSpec, dec) -> tuple[str, np.ndarray, np.ndarray | None]:
 
         codes, _ = read_reference(spec.ref)
         if codes is None:
-            raise InvalidInputError(f"reference {spec.ref} has no 'codes' array: nothing to decode")
+            raise InvalidInputError(f"reference {spec.ref} has no 'codes' (or 'latents') array: nothing to decode")
         return "codes", codes, None
     if spec.input == "fixture":
+        if not takes_codes(hp):
+            raise InvalidInputError("the fixture input is codes, and this decoder takes latents: pick 'random' "
+                                    "(standard normal latents), 'npy' (a latents file) or a reference")
         return "codes", fixture_codes(hp), None
     if spec.input == "random":
         return "codes", random_codes(hp, int(spec.frames)), None

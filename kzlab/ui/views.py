@@ -113,7 +113,11 @@ def placement_view(rec) -> View:
     v.html.append(f"<p>{len(splits)} splits, {copied / 1e6:.2f} MB copied between backends; nodes: "
                   + ", ".join(f"{k} {n}" for k, n in by.items()) + "</p>")
     v.html.append(defects_html(pl))
-    v.data["defect_nodes"] = sum(d["n_nodes"] for d in (plots.field(pl, "defects") or []))
+    # nodes on a path that computes wrong values, and apart those on one that approximates its op (which the
+    # emulated decode against the bound judges)
+    found = plots.field(pl, "defects") or []
+    v.data["defect_nodes"] = sum(d["n_nodes"] for d in found if d.get("kind", "wrong") != "approximation")
+    v.data["approximate_nodes"] = sum(d["n_nodes"] for d in found if d.get("kind", "wrong") == "approximation")
     if plots.field(pl, "predicted") is not None:  # the "predicted time and memory" view
         v.html.append(prediction_html(pl))
         v.data["predicted_ms"] = pl.predicted.total_ms  # the p50 of the draws

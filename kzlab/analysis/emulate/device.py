@@ -1,20 +1,25 @@
-"""The device's arithmetic on the host: a placed graph decoded with each product the device runs computed as its
-kernel computes it, stage by stage against the host's F32 decode.
+"""The device's arithmetic on the host: a placed graph decoded with each product the device runs (and each pointwise
+op whose kernel computes another function than ggml-cpu's) computed as its kernel computes it, stage by stage
+against the host's F32 decode.
 
 A placement says where each node would run and on which kernel path (a product's HMX or HVX); whether the device
 then computes the right values is a question of that kernel's arithmetic: the conversions it makes (weights and
-activations to F16 tiles), what it accumulates in, and its known defects (an F16 src1 read as F32 on HMX). This
-module decodes the very graph the simulator placed on the host's CPU backend, under ggml's scheduler with an eval
-callback: after ggml computes a node the device would run on a named kernel path, the callback overwrites its
-output with what that path computes from the same operands (`kernels.matmul`, at the profile's `arith` release).
-Every node after it then reads the device's values, as it would on the device. The result is each stage's SNR
-against the host's own F32 decode of the same codes (and against a reference of stage activations, when one is
-given), the first stage below the bound, the number of non-finite samples, and both waveforms to listen to.
+activations to F16 tiles), what it accumulates in, and its known defects (an F16 src1 read as F32 on HMX; GELU
+computed as GELU_QUICK). This module decodes the very graph the simulator placed on the host's CPU backend, under
+ggml's scheduler with an eval callback: after ggml computes a node the device would run on a named kernel path,
+the callback overwrites its output with what that path computes from the same operands (`kernels.matmul`, at the
+profile's `arith` release); a pointwise op of `kernels.UNARY` (the HTP's GELU is x * sigmoid(1.702 x)) is
+overwritten the same way (`kernels.unary`). Every node after it then reads the device's values, as it would on
+the device. The result is each stage's SNR against the host's own F32 decode of the same codes (and against a
+reference of stage activations, when one is given), the first stage below the bound, the number of non-finite
+samples, and both waveforms to listen to.
 
-What is and is not emulated is recorded with the result: only the products (MUL_MAT) the device runs are computed
-as its kernels do; its other ops (HVX element-wise, norms, softmax) are taken as the host computes them, and so
-are the products on the CPU. Bytes a kernel reads past its operand's end are a stated stand-in (zeros): on the
-device they are whatever follows the tensor in its buffer.
+What is and is not emulated is recorded with the result: only the products (MUL_MAT) the device runs and the
+pointwise ops of `kernels.UNARY` are computed as its kernels do; its other ops (HVX element-wise, norms, softmax)
+are taken as the host computes them, and so are the nodes on the CPU. A node on a path that approximates its op
+(a defect of kind `defects.APPROXIMATION`) is judged by this decode alone, so it must be emulated: a decode that
+would compute it as the host does is refused rather than reported as right. Bytes a kernel reads past its
+operand's end are a stated stand-in (zeros): on the device they are whatever follows the tensor in its buffer.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kzlab.analysis.accuracy import (
     stage_accuracy,
 )
 from kzlab.analysis.emulate import htp as kernels
+from kzlab.analysis.placement.defects import APPROXIMATION, kind_of
 from kzlab.arch import arch_of
 from kzlab.errors import BackendError, InvalidInputError, InvalidOptionError, KzlabError
 from kzlab.graph.options import Lowering
@@ -67,6 +73,8 @@ class EmulatedNode:
     op: str
     path: str
     defect: str = ""
+    #: the defect's kind (`defects.KINDS`; "" for none): an approximation is judged by the decode's SNR
+    defect_kind: str = ""
     nonfinite: int = 0  # non-finite values in its emulated output
     failed: str = ""  # the device's kernel returns an error for it (its output then taken as NaN), and why
 
@@ -113,7 +121,13 @@ class DeviceAccuracy:
 
     @property
     def defect_nodes(self) -> int:
-        return sum(1 for n in self.emulated if n.defect)
+        """Emulated nodes on a path that computes wrong values whatever the data (the output is then wrong)."""
+        return sum(1 for n in self.emulated if n.defect and n.defect_kind != APPROXIMATION)
+
+    @property
+    def approximate_nodes(self) -> int:
+        """Emulated nodes on a path that approximates their op: their effect is in the SNR, which the bound judges."""
+        return sum(1 for n in self.emulated if n.defect and n.defect_kind == APPROXIMATION)
 
     @property
     def failed_nodes(self) -> int:
@@ -122,15 +136,16 @@ class DeviceAccuracy:
 
     @property
     def correct(self) -> bool:
-        """The device computes the right audio: no node on a defective path or failing, no non-finite sample, every
-        stage at or above the bound."""
+        """The device computes the right audio: no node on a path that computes wrong values or failing, no
+        non-finite sample, every stage at or above the bound (which judges the nodes on an approximating path)."""
         return (not self.defect_nodes and not self.failed_nodes and not any(self.nonfinite.values())
                 and self.first_stage_below is None)
 
     def accuracy(self) -> dict[str, Any]:
         """The what-if's summary of it: waveform SNR, first stage below the bound, defect nodes."""
         return {"snr_db": jsonable_db(self.snr_db), "first_stage_below": self.first_stage_below,
-                "defect_nodes": self.defect_nodes, "failed_nodes": self.failed_nodes,
+                "defect_nodes": self.defect_nodes, "approximate_nodes": self.approximate_nodes,
+                "failed_nodes": self.failed_nodes,
                 "nonfinite_samples": self.nonfinite.get(OUTPUT, 0),
                 "bound_db": self.bound_db, "emulated_nodes": len(self.emulated), "arith": self.arith}
 
@@ -139,7 +154,7 @@ class DeviceAccuracy:
         d["stages"] = [_row(s) for s in self.stages]
         d["reference"] = None if self.reference is None else [_row(s) for s in self.reference]
         d.update(correct=self.correct, snr_db=jsonable_db(self.snr_db), first_stage_below=self.first_stage_below,
-                 defect_nodes=self.defect_nodes)
+                 defect_nodes=self.defect_nodes, approximate_nodes=self.approximate_nodes)
         return d
 
     def to_json(self, path: str | Path) -> Path:
@@ -184,9 +199,11 @@ class DeviceAccuracy:
                  + (f", {self.nonfinite.get(OUTPUT, 0)} non-finite samples" if self.nonfinite.get(OUTPUT) else "")
                  + (f"; first stage below {self.bound_db:g} dB: {self.first_stage_below}"
                     if self.first_stage_below else f"; every stage >= {self.bound_db:g} dB"),
-                 f"  emulated: {len(self.emulated)} device product(s) ("
-                 + ", ".join(f"{p} {n}" for p, n in Counter(n.path for n in self.emulated).items())
+                 f"  emulated: {len(self.emulated)} device node(s) ("
+                 + ", ".join(f"{op} {p} {n}" for (op, p), n in Counter((n.op, n.path) for n in self.emulated).items())
                  + f"), {self.defect_nodes} on a defective path"
+                 + (f", {self.approximate_nodes} on a path that approximates its op (judged by the bound)"
+                    if self.approximate_nodes else "")
                  + (f", {self.failed_nodes} failing on the device (e.g. {self.first_failure})"
                     if self.failed_nodes else "")]
         w = max([len(s.stage) for s in self.stages] + [5])
@@ -195,7 +212,8 @@ class DeviceAccuracy:
             lines.append(f"  {s.stage:<{w}} {db_text(s.snr_db):>10}" + (f"  {bad} non-finite" if bad else "")
                          + ("  < bound" if s.snr_db is not None and s.snr_db < self.bound_db else ""))
         for d in self.defects:
-            lines.append(f"  defect {d['id']}: {d['title']} ({d['n_nodes']} nodes); fix: {d['fix']}")
+            what = "approximation" if kind_of(d) == APPROXIMATION else "defect"
+            lines.append(f"  {what} {d['id']}: {d['title']} ({d['n_nodes']} nodes); fix: {d['fix']}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -243,7 +261,10 @@ class _Emulator:
             t = ctypes.cast(addr, _TENSOR_P)
             c = t.contents
             try:
-                out = kernels.matmul(operand(c.src[0]), operand(c.src[1]), job["path"], self.release)
+                if job["kind"] == "unary":
+                    out = kernels.unary(job["node"].op, operand(c.src[0]), self.release)
+                else:
+                    out = kernels.matmul(operand(c.src[0]), operand(c.src[1]), job["path"], self.release)
             except BackendError as e:  # the device's kernel fails (an error status): nothing it computes is kept
                 job["node"].failed = str(e)
                 out = np.full(int(g.ggml_nelements(t)), np.nan, dtype=np.float32)
@@ -355,20 +376,25 @@ def emulate(
     dev = cfg["backends"][0]
     targets: dict[tuple[str, int], dict[str, Any]] = {}
     host_computed: dict[str, int] = {}
-    seen: dict[str, int] = {}
     views = ("NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")
-    for n in placement.nodes:
-        k = seen.get(n.name, 0)
-        seen[n.name] = k + 1
-        if n.backend != dev or n.op in views:
+    unjudged: list[str] = []
+    for n, k, kind in device_nodes(placement):
+        if n.op in views:
             continue
-        if n.op == "MUL_MAT" and n.path:
-            targets[(n.name, k)] = {"path": n.path, "node": EmulatedNode(n.name, n.stage, n.op, n.path, n.defect)}
+        if kind:
+            path = n.path or kernels.POINTWISE_PATH
+            targets[(n.name, k)] = {"kind": kind, "path": path, "node": EmulatedNode(
+                n.name, n.stage, n.op, path, n.defect, n.defect_kind if n.defect else "")}
         else:
             host_computed[n.op] = host_computed.get(n.op, 0) + 1
+            if n.defect and n.defect_kind == APPROXIMATION:
+                unjudged.append(n.name)
     if targets and not release:
         raise InvalidOptionError(f"profile {cfg['profile']} names no device arithmetic (`arith`): its products "
                                  "cannot be emulated")
+    if unjudged:
+        raise KzlabError(f"{len(unjudged)} node(s) on a path that approximates their op are not emulated at "
+                         f"{release or 'no release'} (e.g. {unjudged[0]}): the decode could not judge them")
     hp = model.hparams
     arch = arch_of(hp)
     order = [s.name for s in arch.stages(hp)] + [OUTPUT]
@@ -387,7 +413,7 @@ def emulate(
         notes.append(f"{sum(host_computed.values())} other node(s) on {dev} computed as the host computes them "
                      f"(their device arithmetic is not emulated): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(host_computed.items())))
-    if any(n.defect for n in done):
+    if any(n.defect and n.defect_kind != APPROXIMATION for n in done):
         notes.append(f"bytes read past an operand's end taken as {PAST_END} (on the device: the buffer's next bytes)")
     res = DeviceAccuracy(
         model=str(model.path), family=arch.name, profile=cfg["profile"], arith=release, frames=int(c.shape[1]),
@@ -400,6 +426,21 @@ def emulate(
     )
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def device_nodes(placement: Any) -> list[tuple[Any, int, str | None]]:
+    """Each node the placement puts on its device (the first backend), with its occurrence among the nodes of its
+    name and what of it is emulated at the profile's `arith` release (`kernels.emulated_kind`: "matmul", "unary"
+    or None)."""
+    dev = placement.config["backends"][0]
+    release = placement.config.get("arith", "")
+    out, seen = [], {}
+    for n in placement.nodes:
+        k = seen.get(n.name, 0)
+        seen[n.name] = k + 1
+        if n.backend == dev:
+            out.append((n, k, kernels.emulated_kind(n.op, n.path, release)))
+    return out
 
 
 def host_stages(model: Model, codes: np.ndarray, threads: int | None = None) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""The Hexagon NPU's matrix products (ggml-hexagon's MUL_MAT kernels), emulated in numpy.
+"""The Hexagon NPU's matrix products (ggml-hexagon's MUL_MAT kernels) and its GELU, emulated in numpy.
 
 Where a product runs decides the numbers it gives: the HTP's matrix unit (HMX) rounds both operands and its result
 to F16, its vector units (HVX) round or quantize the activations first, and some releases read an F16 activation
@@ -117,6 +117,35 @@ HVX, the vector units
   @ 8599e0ea 811-843 and 1080-1100): row r is K float32 values from byte floor(r nb[1] / 128) * 128, 2K bytes past
   the end for the last row. 78c531d's fix covers HMX only ("the existing HVX path handles F16 correctly" holds for
   F16 weights, not quantized ones).
+
+Pointwise ops (HVX): GELU is GELU_QUICK on the HTP, in every release
+- The host maps ggml's GELU (the tanh form, ggml_gelu) and GELU_QUICK to one DSP op, HTP_OP_UNARY_GELU
+  (ggml-hexagon.cpp @ 707321c4 3259-3260, @ eced84c8 3214-3215, @ 8599e0ea 3472-3473, @ 78c531d4 3478-3479), and
+  supports_op accepts both with F32 src0 and dst (@ 707321c4 3746-3748 and @ eced84c8 3826-3828 through
+  ggml_hexagon_supported_activations, 2865-2895 / 2820-2850, every operand contiguous; @ 8599e0ea 4134-4136 and
+  @ 78c531d4 4140-4142 through ggml_hexagon_supported_unary, 2963-2988 / 2969-2994: src0 not permuted). GELU_ERF
+  falls to the switch's default in every release (@ 707321c4 3750-3751, @ eced84c8 3830-3831, @ 8599e0ea
+  4138-4139, @ 78c531d4 4144-4145): refused, it stays on the CPU.
+- The DSP computes x * sigmoid(1.702 x) for it, as it has since ggml-hexagon's GELU was written (llama.cpp #17921,
+  ggml 1c73b80a): three HVX passes, y = x * 1.702f, s = sigmoid(y), x * s (unary_gelu_f32_per_thread, act-ops.c
+  @ 707321c4 and @ eced84c8 380-383, reached through main.c 579-583 / 611-615, op_activations 768-773 and
+  execute_op_activations_f32 652-655; gelu_f32 and tile_gelu_f32, unary-ops.c @ 8599e0ea and @ 78c531d4 295-310
+  and 761-766, reached through main.c 727-732, op_unary 1012-1015 and execute_op_unary_f32 973, 992; 78c531d4's
+  htp/ is 8599e0ea's, byte for byte). That is ggml's GELU_QUICK (ggml-cpu/vec.h @ all three 964, 1018), not its
+  GELU, 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) (vec.h 963, 968-969): the two differ by up to about
+  0.02 near |x| = 2.3, a known defect of the profiles (`[[defects]]` id `gelu-as-gelu-quick`, kind "approximation").
+- The sigmoid is hvx_vec_fast_sigmoid_f32_guard (hvx-sigmoid.h, its F32 part the same in all four: @ 707321c4
+  and eced84c8 7-10 and 12-52, @ 8599e0ea and 78c531d4 8-11 and 13-53, one include line apart): e^y as
+  4^n N(f) / D(f) with v = y log2(e) / 2, n = trunc(v) (hvx_vec_truncate_f32, hvx-floor.h 16-43), f = v - n,
+  N, D = (f + C1 f^3) +- (log2(e) + C2 f^2), 4^n put into N's exponent bits (`vaslacc(v3, n, 24)`), then
+  4^n N / (4^n N + D) with hvx_vec_inverse_f32 (the seed 0x7EEEEBB3 - bits and three Newton steps, hvx-inverse.h
+  89-107 in all four); y >= 87 gives 1, y <= -87 (and NaN) 0. Its relative error is about 6e-6 at most for |y| < 87. The
+  multiplies are IEEE F32 from v79 (HVX_OP_MUL_F32 = Q6_Vsf_vmpy_VsfVsf, hvx-arith.h @ 707321c4 and 8599e0ea
+  46-52).
+- Emulated as: those steps in float32, each qf32 operation rounded to F32 (RNE) as it is computed (the device keeps
+  some intermediate results in qf32 unconverted, whose rounding is not documented: a few F32 ulps). The output is
+  F32, as supports_op requires of the node. `UNARY` holds, per release, the ggml ops whose HTP kernel is emulated
+  (GELU and GELU_QUICK); the HTP's other pointwise ops are taken as the host computes them.
 
 Refused (InvalidInputError, never a silent fallback): types other than f32/f16/q8_0/q4_0, type pairs the host
 refuses, rows whose elements are not contiguous (nb[0] != the type's size), K not a multiple of 32 for quantized
@@ -554,3 +583,93 @@ def _matmul(src0: Operand, src1: Operand, path: str, release: str, hvx_q8_group:
     if src0.type == "f16" and src1.type == "f32":
         a = f32_to_f16(a).astype(np.float32)                       # src1 rounded to F16 first
     return _bmm(a, w)
+
+
+# ---- pointwise ops (HVX) ------------------------------------------------------------------------------------------
+_LOG2E_BITS = 0x3FB8AA3B                  # FAST_SIGMOID_LOG2F, 1.442695022 (hvx-sigmoid.h @ 8599e0ea 8-11)
+_SIG_C1_BITS = 0x3D009076                 # FAST_SIGMOID_C1, 0.03138777
+_SIG_C2_BITS = 0x3E8D74BD                 # FAST_SIGMOID_C2, 0.276281267
+_INV_SEED = 0x7EEEEBB3                    # hvx_vec_inverse_f32's first approximation (hvx-inverse.h 90)
+_SIG_GUARD = np.float32(87.0)             # hvx_sigmoid_loop_body's max_exp / min_exp
+_GELU_COEF = np.float32(1.702)            # unary-ops.c @ 8599e0ea 306 (1.702f); act-ops.c @ 707321c4 381
+
+
+def _f32(bits: int) -> np.float32:
+    return np.array([bits], dtype=np.uint32).view(np.float32)[0]
+
+
+def _inverse_f32(v: np.ndarray) -> np.ndarray:
+    """hvx_vec_inverse_f32: the seed 0x7EEEEBB3 - bits(v) (integer), then three Newton steps r (2 - r v)."""
+    two = np.float32(2.0)
+    i = (np.uint32(_INV_SEED) - v.view(np.uint32)).view(np.float32)
+    r = i * (two - i * v)
+    r = r * (two - r * v)
+    r = r * (two - r * v)
+    return r
+
+
+def fast_sigmoid_f32(y) -> np.ndarray:
+    """hvx_vec_fast_sigmoid_f32_guard, float32 step by step (see the module's docstring): 1 for y >= 87, 0 for
+    y <= -87 and NaN, else e^y / (e^y + 1) with e^y as 4^n N(f) / D(f)."""
+    y = np.ascontiguousarray(y, dtype=np.float32)
+    log2e, c1, c2 = _f32(_LOG2E_BITS), _f32(_SIG_C1_BITS), _f32(_SIG_C2_BITS)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        v = (y * log2e) * np.float32(0.5)
+        n = np.trunc(np.where(np.abs(v) < 2.0**23, v, np.float32(0))).astype(np.int32)   # hvx_vec_truncate_f32
+        f = v - n.astype(np.float32)
+        ff = f * f
+        v1 = ff * c2 + log2e
+        v2 = (f * c1) * ff + f
+        v3 = (v2 + v1).view(np.int32) + (n << 24)        # 4^n into the exponent bits (vaslacc by 24)
+        v3 = v3.view(np.float32)
+        v4 = v2 - v1
+        v5 = v3 - v4
+        res = v3 * _inverse_f32(v5)
+    res = np.where(_SIG_GUARD > y, res, np.float32(1.0))
+    return np.where(y > -_SIG_GUARD, res, np.float32(0.0)).astype(np.float32)
+
+
+def gelu_sigmoid_f32(x) -> np.ndarray:
+    """HTP_OP_UNARY_GELU: x * sigmoid(1.702 x), with the HTP's fast sigmoid and IEEE F32 multiplies (v79+)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (x * fast_sigmoid_f32(x * _GELU_COEF)).astype(np.float32)
+
+
+#: the functions the HTP's pointwise kernels compute, by name
+POINTWISE = {"gelu_sigmoid_1702": gelu_sigmoid_f32}
+#: per release, the ggml unary ops whose HTP kernel is emulated and the function it computes: GELU and GELU_QUICK
+#: are one DSP op, x * sigmoid(1.702 x), in every release (see the module's docstring for the lines)
+UNARY: dict[str, dict[str, str]] = {
+    "v0.15.2": {"GELU": "gelu_sigmoid_1702", "GELU_QUICK": "gelu_sigmoid_1702"},   # act-ops.c @ 707321c4 380-383
+    "v0.15.3": {"GELU": "gelu_sigmoid_1702", "GELU_QUICK": "gelu_sigmoid_1702"},   # act-ops.c @ eced84c8 380-383
+    "v0.21.0": {"GELU": "gelu_sigmoid_1702", "GELU_QUICK": "gelu_sigmoid_1702"},   # unary-ops.c @ 8599e0ea 295-310
+    "78c531d": {"GELU": "gelu_sigmoid_1702", "GELU_QUICK": "gelu_sigmoid_1702"},   # unary-ops.c @ 78c531d4 295-310
+}
+#: the kernel path a pointwise op runs on (the vector units)
+POINTWISE_PATH = "hvx"
+
+
+def emulated_kind(op: str, path: str, release: str) -> str | None:
+    """What of a node the device runs (ggml op name `op`, kernel path `path`) is emulated at `release`: "matmul"
+    (a MUL_MAT on a named path), "unary" (an op of `UNARY[release]`), or None (computed as the host computes it)."""
+    if op == "MUL_MAT" and path in PATHS:
+        return "matmul"
+    if op in UNARY.get(release, {}):
+        return "unary"
+    return None
+
+
+def unary(op: str, src0: Operand, release: str) -> np.ndarray:
+    """ggml's unary op `op` (a key of `UNARY[release]`) as ggml-hexagon `release`'s HVX kernel computes it from src0:
+    float32 (ne3, ne2, ne1, ne0), dst's memory order (dst is contiguous F32: supports_op requires it). src0 may
+    be strided (v0.21.0 accepts a non-contiguous, unpermuted src0); its rows are read by their strides."""
+    if release not in RELEASES:
+        raise InvalidInputError(f"release {release!r}: expected one of {', '.join(RELEASES)}")
+    kernel = UNARY[release].get(op)
+    if kernel is None:
+        raise InvalidInputError(f"{op} is not a pointwise op emulated for {release} (emulated: "
+                                f"{', '.join(UNARY[release]) or 'none'})")
+    if not isinstance(src0, Operand) or src0.type != "f32":
+        raise InvalidInputError(f"{op} on the HTP takes an F32 src0 (supports_op refuses others)")
+    return POINTWISE[kernel](read(src0))

@@ -62,7 +62,8 @@ class Capabilities:
     options: dict[str, Any] = field(default_factory=dict)
     #: what-if changes made to the profile as read (`+SIN`, `-CONCAT`, `hmx=false`), in the order given
     changes: list[str] = field(default_factory=list)
-    #: known defects (`[[defects]]`, kzlab.analysis.placement.defects): kernel paths that compute wrong values
+    #: known defects (`[[defects]]`, kzlab.analysis.placement.defects): kernel paths that compute wrong values, or
+    #: another function than the op's (an approximation the emulated decode judges)
     defects: list[dict] = field(default_factory=list)
     #: the device arithmetic's release (`kzlab.analysis.emulate`): which ggml kernels a node placed here computes as
     arith: str = ""

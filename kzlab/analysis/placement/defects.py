@@ -3,10 +3,18 @@
 supports_op says what a backend takes, not whether it computes it right. A profile's `[[defects]]` tables name
 the kernel paths that ggml's own source shows to be wrong, each with its condition (a rule below), the source
 line that shows it, the releases it holds for and the fix; the simulator marks every node placed on such a
-path (`NodePlacement.defect`), and the what-if never recommends a configuration that has one.
+path (`NodePlacement.defect`), and the what-if never recommends a configuration with a node on a path of the
+kind "wrong" (below).
 
 A defect rule sees the node's real ggml tensor and the kernel path the profile's path rule gave it, and returns
 a short reason when the node hits the defect, else None.
+
+Two kinds (`kind`). "wrong" (the default): the path computes values that have nothing to do with the op's (an
+operand's bytes read as another type), so a configuration with a node on it is wrong output whatever else is
+known. "approximation": the path computes another function close to the op's (ggml-hexagon's GELU is
+x * sigmoid(1.702 x), not the tanh form), so whether the audio is still right is a question of degree, which
+only the emulated decode (`kzlab.analysis.emulate`) against the bound answers: right at or above it, wrong below,
+not known without it. The nodes are marked either way.
 """
 
 from __future__ import annotations
@@ -24,7 +32,25 @@ DefectRule = Callable[[Any, str], "str | None"]
 DEFECT_RULES: dict[str, DefectRule] = {}
 #: the keys of one `[[defects]]` table: required ones first
 REQUIRED = ("id", "op", "when", "title", "source", "versions", "fix")
-OPTIONAL = ("effect", "remedies")
+OPTIONAL = ("effect", "remedies", "kind")
+#: a defect's `kind` (see the module's docstring): wrong values whatever the data, or an approximation to judge
+WRONG, APPROXIMATION = "wrong", "approximation"
+KINDS = (WRONG, APPROXIMATION)
+
+
+def kind_of(d: dict) -> str:
+    """A defect table's kind ("wrong" when it names none)."""
+    return d.get("kind", WRONG)
+
+
+def wrong_nodes(summaries: list[dict]) -> int:
+    """Nodes of `summarize`'s rows whose defect makes the output wrong by itself (an approximation's do not)."""
+    return sum(d["n_nodes"] for d in summaries if kind_of(d) == WRONG)
+
+
+def approximate_nodes(summaries: list[dict]) -> int:
+    """Nodes of `summarize`'s rows on a path that approximates their op (judged by the emulated decode)."""
+    return sum(d["n_nodes"] for d in summaries if kind_of(d) == APPROXIMATION)
 
 
 def defect_rule(name: str) -> Callable[[DefectRule], DefectRule]:
@@ -64,6 +90,13 @@ def hvx_quant_src1_not_f32(t, path: str) -> str | None:
             f"{g.ggml_type_name(int(s1.contents.type)).decode()} on HVX, quantized from it read as F32")
 
 
+@defect_rule("every_node")
+def every_node(t, path: str) -> str | None:
+    """Every node of the defect's op the backend runs hits it: its kernel computes another function whatever the
+    operands (ggml-hexagon's GELU: x * sigmoid(1.702 x), htp/unary-ops.c @ 8599e0ea 295-310)."""
+    return f"every {g.ggml_op_desc(t).decode()} the backend runs" + (f" (on {path})" if path else "")
+
+
 def validate(items: Any, origin: str, op_names: frozenset[str]) -> None:
     """Refuse a malformed `[[defects]]` list (InvalidOptionError naming the key and the file)."""
     if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
@@ -83,6 +116,8 @@ def validate(items: Any, origin: str, op_names: frozenset[str]) -> None:
                 raise InvalidOptionError(f"{where}: missing key {k!r}")
             if not isinstance(d[k], str) or not d[k].strip():
                 raise InvalidOptionError(f"{where}: {k} must be a non-empty string, not {d[k]!r}")
+        if kind_of(d) not in KINDS:
+            raise InvalidOptionError(f"{where}: kind must be one of {', '.join(KINDS)}, not {d['kind']!r}")
         if d["when"] not in DEFECT_RULES:
             raise InvalidOptionError(f"{where}: unknown defect rule {d['when']!r} (known: "
                                      f"{', '.join(sorted(DEFECT_RULES))})")
@@ -107,7 +142,8 @@ def defect_of(defects: list[dict], t, path: str) -> tuple[dict, str] | None:
 
 
 def summarize(defects: list[dict], nodes: list[Any]) -> list[dict[str, Any]]:
-    """Per defect of the profile that some node hits: its table, the nodes, their GFLOP and the count per stage."""
+    """Per defect of the profile that some node hits: its table (with its `kind`), the nodes, their GFLOP and the
+    count per stage."""
     out = []
     for d in defects:
         hit = [n for n in nodes if getattr(n, "defect", "") == d["id"]]
@@ -116,6 +152,6 @@ def summarize(defects: list[dict], nodes: list[Any]) -> list[dict[str, Any]]:
         by_stage: dict[str, int] = {}
         for n in hit:
             by_stage[n.stage] = by_stage.get(n.stage, 0) + 1
-        out.append({**d, "nodes": [n.name for n in hit], "n_nodes": len(hit),
+        out.append({**d, "kind": kind_of(d), "nodes": [n.name for n in hit], "n_nodes": len(hit),
                     "gflop": sum(n.flops for n in hit) / 1e9, "by_stage": by_stage})
     return out

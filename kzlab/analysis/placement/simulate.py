@@ -19,6 +19,7 @@ from ggml import ggml as g
 from kzlab.analysis.flops import TensorInfo, op_bytes, op_flops
 from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.capabilities import BufferType, Capabilities
+from kzlab.analysis.placement.defects import APPROXIMATION, approximate_nodes, kind_of, wrong_nodes
 from kzlab.analysis.placement.defects import summarize as summarize_defects
 from kzlab.analysis.placement.graph import build, stage_of_nodes
 from kzlab.analysis.placement.rules import addr
@@ -70,6 +71,8 @@ class NodePlacement:
     #: the known defect of that path the node hits (its id in the profile's `[[defects]]`, "" for none), and why
     defect: str = ""
     defect_reason: str = ""
+    #: that defect's kind (`defects.KINDS`: "wrong", or "approximation", judged by the emulated decode)
+    defect_kind: str = ""
 
 
 @dataclass
@@ -121,8 +124,14 @@ class Placement:
 
     @property
     def defect_nodes(self) -> int:
-        """How many nodes run on a kernel path that computes wrong values."""
-        return sum(d["n_nodes"] for d in self.defects)
+        """How many nodes run on a kernel path that computes wrong values (whatever the data)."""
+        return wrong_nodes(self.defects)
+
+    @property
+    def approximate_nodes(self) -> int:
+        """How many nodes run on a kernel path that computes an approximation of their op (right or wrong by the
+        emulated decode against the bound)."""
+        return approximate_nodes(self.defects)
 
     @property
     def n_splits(self) -> int:
@@ -192,9 +201,14 @@ class Placement:
         out = []
         for d in self.defects:
             per = ", ".join(f"{k} {v}" for k, v in d["by_stage"].items())
-            out += [f"WRONG OUTPUT: {d['n_nodes']} node(s) ({d['gflop']:.1f} GFLOP) on a defective path: {d['title']} "
-                    f"[{d['id']}]; per stage: {per}",
-                    f"  source: {d['source']}", f"  holds for: {d['versions']}", f"  fix: {d['fix']}"]
+            if kind_of(d) == APPROXIMATION:
+                head = (f"APPROXIMATION: {d['n_nodes']} node(s) on a path that computes another function: "
+                        f"{d['title']} [{d['id']}]; per stage: {per}; right or wrong by the emulated decode against "
+                        "the bound (kzlab compare MODEL --device PROFILE)")
+            else:
+                head = (f"WRONG OUTPUT: {d['n_nodes']} node(s) ({d['gflop']:.1f} GFLOP) on a defective path: "
+                        f"{d['title']} [{d['id']}]; per stage: {per}")
+            out += [head, f"  source: {d['source']}", f"  holds for: {d['versions']}", f"  fix: {d['fix']}"]
         return out
 
 
@@ -267,6 +281,7 @@ def describe(res: Result, sim: Simulator, layers) -> tuple[list[NodePlacement], 
                 ne=out.ne, type=out.type, src_ne=[x.ne for x in srcs], src_types=[x.type for x in srcs],
                 flops=op_flops(op, out, srcs), bytes=op_bytes(op, out, srcs), path=kernel,
                 defect=hit[0]["id"] if hit else "", defect_reason=hit[1] if hit else "",
+                defect_kind=kind_of(hit[0]) if hit else "",
             )
         )
     splits = [
@@ -290,10 +305,12 @@ def stage_totals(nodes: list[NodePlacement], splits: list[SplitInfo]) -> list[di
     for n in nodes:
         row = order.setdefault(
             n.stage, {"stage": n.stage, "nodes": 0, "by_backend": Counter(), "splits": 0, "input_bytes": 0,
-                      "defect_nodes": 0}
+                      "defect_nodes": 0, "approximate_nodes": 0}
         )
         row["nodes"] += 1
-        row["defect_nodes"] += bool(n.defect)
+        approx = n.defect_kind == APPROXIMATION
+        row["defect_nodes"] += bool(n.defect) and not approx
+        row["approximate_nodes"] += bool(n.defect) and approx
         if n.op not in ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"):
             row["by_backend"][n.backend] += 1
     for s in splits:

@@ -3,10 +3,12 @@ those that do not.
 
 A configuration is "wrong output" when a node of its placement runs on a kernel path with a known defect (the
 profile's `[[defects]]`), or when its emulated decode (`kzlab.analysis.emulate`: the device's arithmetic on the
-host) has a non-finite sample or a stage below the bound against the host's F32 decode. A wrong configuration is
-never recommended, however fast; each defect names remedies (F32 columns as src1, HMX off, a fixed release), and
-the what-if prices those variants on the same draws as the rest, so that the answer can say what the right audio
-costs.
+host) has a non-finite sample or a stage below the bound against the host's F32 decode. A defect of kind
+"approximation" (the path computes another function close to the op's, such as ggml-hexagon's GELU) is judged by
+that decode alone: its nodes' effect is in the SNR, so the configuration is right at or above the bound, wrong
+below it, and not known without an emulated decode. A wrong configuration is never recommended, however fast;
+each defect names remedies (F32 columns as src1, HMX off, a fixed release, the op kept on the CPU), and the what-if
+prices those variants on the same draws as the rest, so that the answer can say what the right audio costs.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ def describe_key(spec: Any, base: Any) -> str:
 
 def emulation_key(placement: Any) -> str:
     """Two placements whose emulated decodes are the same computation: the same resolved graph, the same device
-    arithmetic, the same nodes on the same kernel paths."""
-    dev = placement.config["backends"][0]
-    nodes = [(n.name, n.path) for n in placement.nodes if n.backend == dev and n.op == "MUL_MAT" and n.path]
+    arithmetic, the same nodes emulated on the same kernel paths (products and pointwise ops alike)."""
+    from kzlab.analysis.emulate.device import device_nodes
+
+    nodes = [(n.name, n.path, kind) for n, _, kind in device_nodes(placement) if kind]
     return json.dumps([placement.config["lowering_resolved"], placement.config.get("arith", ""), nodes],
                       sort_keys=True, default=str)
 
@@ -87,7 +90,8 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
                        "first_failure": res.first_failure,
                        "nonfinite": res.nonfinite.get("wav", 0), "first_stage_below": res.first_stage_below}
             _keep(key, summary, cache)
-        acc = {**summary["accuracy"], "defect_nodes": pl.defect_nodes, "emulated": True}
+        acc = {**summary["accuracy"], "defect_nodes": pl.defect_nodes, "approximate_nodes": pl.approximate_nodes,
+               "emulated": True}
         why = ""
         if pl.defect_nodes:
             why = _defect_why(pl)
@@ -96,6 +100,10 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
         elif not summary["correct"]:
             why = (f"{summary['nonfinite']} non-finite samples" if summary["nonfinite"] else
                    f"stage {summary['first_stage_below']} below {bound:g} dB against the host's F32 decode")
+            if pl.approximate_nodes:
+                why += f" ({_approximation_why(pl)})"
+        elif pl.approximate_nodes:  # right, and the answer says what the bound let through
+            why = f"{_approximation_why(pl)}, within the {bound:g} dB bound"
         out[k] = Verdict(pl.defect_nodes == 0 and bool(summary["correct"]), acc, why)
         if callable(progress):
             progress(i + 1, len(placements))
@@ -103,9 +111,13 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
 
 
 def _unemulated(pl: Any, why: str) -> Verdict:
-    """A verdict without an emulated decode: wrong where the placement hits a known defect, else not known."""
+    """A verdict without an emulated decode: wrong where the placement hits a known defect that computes wrong
+    values, else not known (an approximating path's effect is only known from the decode)."""
     n = pl.defect_nodes
-    acc = {"snr_db": None, "first_stage_below": None, "defect_nodes": n, "emulated": False}
+    acc = {"snr_db": None, "first_stage_below": None, "defect_nodes": n,
+           "approximate_nodes": pl.approximate_nodes, "emulated": False}
+    if not n and pl.approximate_nodes:
+        why = f"{why}; {_approximation_why(pl)}"
     return Verdict(False if n else None, acc, _defect_why(pl) if n else why)
 
 
@@ -171,7 +183,17 @@ def _keep(key: str, summary: dict[str, Any], cache: bool) -> None:
 
 
 def _defect_why(pl: Any) -> str:
-    return "; ".join(f"{d['n_nodes']} node(s) on a defective path: {d['title']} [{d['id']}]" for d in pl.defects)
+    from kzlab.analysis.placement.defects import APPROXIMATION, kind_of
+
+    return "; ".join(f"{d['n_nodes']} node(s) on a defective path: {d['title']} [{d['id']}]" for d in pl.defects
+                     if kind_of(d) != APPROXIMATION)
+
+
+def _approximation_why(pl: Any) -> str:
+    from kzlab.analysis.placement.defects import APPROXIMATION, kind_of
+
+    return "; ".join(f"{d['n_nodes']} node(s) on a path that approximates their op: {d['title']} [{d['id']}]"
+                     for d in pl.defects if kind_of(d) == APPROXIMATION)
 
 
 def recommend(totals: dict[str, np.ndarray], verdict: dict[str, Verdict]) -> dict[str, Any]:

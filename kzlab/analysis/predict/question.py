@@ -339,7 +339,8 @@ def _verdict_text(info: dict[str, Any]) -> str:
     variant = f" (variant of {info['variant_of']}: {info['remedy']})" if info.get("variant_of") else ""
     if info["correct"] is True:
         bound = acc.get("bound_db", 0)
-        return f"RIGHT audio: {snr_s} against the host's F32 decode, every stage >= {bound:g} dB{variant}"
+        why = f"; {info['why']}" if info.get("why") else ""  # e.g. the approximations the bound let through
+        return f"RIGHT audio: {snr_s} against the host's F32 decode, every stage >= {bound:g} dB{why}{variant}"
     if info["correct"] is False:
         return f"WRONG OUTPUT: {info.get('why', '')}" + (f"; {snr_s}" if snr_s else "") + variant
     return f"correctness not known: {info.get('why', '')}{variant}"

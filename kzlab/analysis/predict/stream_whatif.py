@@ -179,17 +179,23 @@ def _pct(x: np.ndarray) -> dict[str, float]:
 
 
 def stream_verdict(whole: Any, placement: Any) -> tuple[bool | None, str]:
-    """A chunk size's correctness: the whole decode's verdict, and the streaming graph's own defect nodes."""
+    """A chunk size's correctness: the whole decode's verdict, and the streaming graph's own defect nodes (a path
+    that approximates its op is judged by the whole decode's emulation)."""
+    from kzlab.analysis.placement.defects import APPROXIMATION, kind_of
+
     n = placement.defect_nodes
     own = "; ".join(f"{d['n_nodes']} node(s) of the streaming call on a defective path: {d['title']} [{d['id']}]"
-                    for d in placement.defects)
+                    for d in placement.defects if kind_of(d) != APPROXIMATION)
     if whole.correct is False:
         return False, f"the whole decode computes wrong output ({whole.why})" + (f"; {own}" if own else "")
     if n:
         return False, own
     if whole.correct is None:
         return None, f"correctness not known ({whole.why or 'not emulated'})"
-    return True, "right as a whole decode, and no node of the streaming call on a defective path"
+    approx = placement.approximate_nodes
+    return True, ("right as a whole decode, and no node of the streaming call on a defective path"
+                  + (f" (its {approx} node(s) on a path that approximates their op are the whole decode's, which "
+                     "the emulation judged)" if approx else ""))
 
 
 def price(placements: dict[int, Any], draws: Draws, whole: Any, q: StreamQuestion, frame: float) -> dict[str, Any]:

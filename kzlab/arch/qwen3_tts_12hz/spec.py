@@ -84,8 +84,8 @@ class Qwen3Tts12Hz:
     other_files: dict[str, str] = field(default_factory=lambda: {
         "qwen3tts": "the talker (language model) of llama.cpp's Qwen3-TTS; the decoder is in the mmproj-*.gguf file "
         "beside it (its a.gen.wav.* tensors), which kzlab decodes",
-        "clip": "a clip (mmproj) file with no decoder in it: kzlab decodes the a.gen.wav.* tensors of llama.cpp's "
-        "Qwen3-TTS mmproj files, and this file has none",
+        "clip": "a clip (mmproj) file with no decoder kzlab knows in it: kzlab decodes the a.gen.wav.* tensors of "
+        "llama.cpp's mmproj files of the families it has a layout map for, and this file has none",
     })
     not_applicable: dict[str, str] = field(default_factory=lambda: {
         "istft": "this decoder's last conv gives the waveform itself: there is no inverse STFT",

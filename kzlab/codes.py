@@ -23,24 +23,29 @@ def takes_codes(hp: Any) -> bool:
     return bool(getattr(hp, "takes_codes", True))
 
 
-def validate_latents(x, hp) -> np.ndarray:
-    """Latents as float32 [input_channels, T], finite, or a clear InvalidInputError saying what is wrong."""
-    c = int(hp.input_channels)
+def validate_float(x, channels: int, what: str) -> np.ndarray:
+    """Float frames [channels, T] (a batch of one accepted) as float32, finite, or a clear InvalidInputError that
+    says what is wrong with `what` (e.g. 'latents', 'the input of decoder.0')."""
     try:
         a = np.asarray(x)
     except (ValueError, TypeError) as e:
-        raise InvalidInputError(f"latents must be a float array of shape [{c}, T]; {e}") from None
+        raise InvalidInputError(f"{what} must be a float array of shape [{channels}, T]; {e}") from None
     if not np.issubdtype(a.dtype, np.floating):
-        raise InvalidInputError(f"this decoder takes latents: a float array of shape [{c}, T]; got dtype {a.dtype}")
+        raise InvalidInputError(f"{what} must be a float array of shape [{channels}, T]; got dtype {a.dtype}")
     if a.ndim == 3 and a.shape[0] == 1:
         a = a[0]
-    if a.ndim != 2 or a.shape[0] != c:
-        raise InvalidInputError(f"latents must have shape [{c}, T]; got {list(a.shape)}")
+    if a.ndim != 2 or a.shape[0] != channels:
+        raise InvalidInputError(f"{what} must have shape [{channels}, T]; got {list(a.shape)}")
     if a.shape[1] < 1:
-        raise InvalidInputError("latents have no frames (T = 0)")
+        raise InvalidInputError(f"{what}: no frames (T = 0)")
     if not np.all(np.isfinite(a)):
-        raise InvalidInputError("latents contain NaN or Inf")
+        raise InvalidInputError(f"{what}: NaN or Inf values")
     return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def validate_latents(x, hp) -> np.ndarray:
+    """Latents as float32 [input_channels, T], finite, or a clear InvalidInputError saying what is wrong."""
+    return validate_float(x, int(hp.input_channels), "latents")
 
 
 def validate_codes(codes, hp) -> np.ndarray:

@@ -484,6 +484,33 @@ def heads_from_metadata(meta: dict[str, Any], q_width: int) -> tuple[int, str] |
 
 
 # --- entry points -------------------------------------------------------------------------------------
+def proposal_of(
+    raw: Any, name: str | None, assignments: list[Assignment], family: str, hp: Any, overrides: dict[str, Any],
+    unused: list[str], notes: list[str], heads: str, sizes: Callable[[Any], str],
+    transforms: dict[str, tuple[str, str]] | None = None,
+) -> Proposal:
+    """A family's inference result as a Proposal: the layout map of its assignments (one literal rule a tensor, the
+    value transforms the tensors need, the hyperparameters given), and the map's notes (how each tensor was decided,
+    then the family's own notes)."""
+    lm = LayoutMap(
+        name=name or f"inferred-{Path(str(raw.path)).stem}",
+        rules=[(re.compile(re.escape(a.tensor)), a.role) for a in assignments],
+        description=f"inferred from the structure of {Path(str(raw.path)).name}",
+        source="",
+        family=family,
+        transforms=[(re.compile(re.escape(t)), spec) for t, spec in (transforms or {}).items()],
+    )
+    lm.hparams = dict(overrides)
+    p = Proposal(lm, assignments, hp, dict(overrides), unused, notes, heads, sizes=sizes)
+    c = p.counts()
+    lm.notes = [
+        f"{len(assignments)} tensors: {c['shape']} decided by shape (certain), {c['name']} by name, "
+        f"{c['order']} by numbers in the names",
+        *notes,
+    ]
+    return p
+
+
 def apply_overrides(hp: Any, values: dict[str, Any], source: str = "") -> Any:
     """Hyperparameters that neither shapes nor metadata tell (the head count above all), given by the user or
     by a layout map's `[hparams]` table, applied as the family of `hp` allows (its files half's

@@ -33,6 +33,14 @@ KTAP = ("ktap", "ktap-acc")
 MAX_TILES = 64  # per conv: beyond it a tile grows instead, so a very long input cannot exhaust the graph
 
 
+def window_mask(queries: np.ndarray, keys: np.ndarray, window: int) -> np.ndarray:
+    """A causal attention mask over a window, as SOFT_MAX's mask input (0 where a key is seen, -inf elsewhere):
+    query position q sees key position k iff 0 <= k <= q and k > q - window. `queries` [Tq, 1] and `keys` [1, Tk]
+    are absolute positions; a key before the stream's start (k < 0: a cache slot not filled yet) is hidden."""
+    allowed = (keys >= 0) & (keys <= queries) & (keys > queries - window)
+    return np.where(allowed, 0.0, -np.inf).astype(np.float32)
+
+
 @dataclass
 class LayerRecord:
     """One logical layer of the model (what the profiler's `layers` rows are made of)."""

@@ -169,20 +169,9 @@ class Decoder:
 
     def float_input(self, stage: str, x) -> np.ndarray:
         """A stage's float input [C, T] as float32, or an InvalidInputError that says what is wrong."""
-        try:
-            a = np.asarray(x)
-        except (ValueError, TypeError) as e:
-            raise InvalidInputError(f"the input of {stage} must be a float array; {e}") from None
-        if not np.issubdtype(a.dtype, np.floating):
-            raise InvalidInputError(f"the input of {stage} must be a float array; got {a.dtype}")
-        if a.ndim == 3 and a.shape[0] == 1:
-            a = a[0]
-        c_need = self.arch.stage_input_shape(self.hparams, stage, 1)[0]
-        if a.ndim != 2 or a.shape[0] != c_need or a.shape[1] < 1:
-            raise InvalidInputError(f"the input of {stage} must have shape [{c_need}, T]; got {list(a.shape)}")
-        if not np.all(np.isfinite(a)):
-            raise InvalidInputError(f"the input of {stage} contains NaN or Inf")
-        return np.ascontiguousarray(a, dtype=np.float32)
+        from kzlab.codes import validate_float
+
+        return validate_float(x, self.arch.stage_input_shape(self.hparams, stage, 1)[0], f"the input of {stage}")
 
     def _frames_for(self, stage: str, t: int) -> int:
         per = self.arch.stage_input_shape(self.hparams, stage, 1)[1]

@@ -14,7 +14,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.arch.mimi.spec import MimiHParams, stage_input_shape, stage_names
-from kzlab.graph.builder import Act, GraphBuilder
+from kzlab.graph.builder import Act, GraphBuilder, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -217,18 +217,13 @@ def build_decoder(b: GraphBuilder, hp: MimiHParams, frames: int, start: str | No
     return wav
 
 
-def _mask(q: np.ndarray, k: np.ndarray, window: int) -> np.ndarray:
-    allowed = (k >= 0) & (k <= q) & (k > q - window)
-    return np.where(allowed, 0.0, -np.inf).astype(np.float32)
-
-
 def feed(hp: MimiHParams, frames: int, inputs: dict) -> dict:
     """The transformer's positions (steps from 0) and its causal window mask."""
     if "pos" not in inputs:
         return {}
     n = frames * hp.upsample_stride
     steps = np.arange(n)
-    return {"pos": steps.astype(np.int32), "mask": _mask(steps[:, None], steps[None, :], hp.context)}
+    return {"pos": steps.astype(np.int32), "mask": window_mask(steps[:, None], steps[None, :], hp.context)}
 
 
 def feed_stream(hp: MimiHParams, frames: int, position: int, inputs: dict) -> dict:
@@ -240,7 +235,7 @@ def feed_stream(hp: MimiHParams, frames: int, position: int, inputs: dict) -> di
     s0, n, W = position * hp.upsample_stride, frames * hp.upsample_stride, hp.context
     q = s0 + np.arange(n)[:, None]
     k = s0 - (W - 1) + np.arange(W - 1 + n)[None, :]
-    return {"pos": np.arange(s0, s0 + n, dtype=np.int32), "mask": _mask(q, k, W)}
+    return {"pos": np.arange(s0, s0 + n, dtype=np.int32), "mask": window_mask(q, k, W)}
 
 
 def finish(outputs: dict, plan: LoweringPlan, hp: MimiHParams) -> dict:

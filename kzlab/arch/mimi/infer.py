@@ -69,9 +69,10 @@ from kzlab.formats.infer import (
     heads_from_metadata,
     lcp,
     natural_key,
+    proposal_of,
     sides,
 )
-from kzlab.formats.layout import LayoutMap, get_layout
+from kzlab.formats.layout import get_layout
 from kzlab.formats.reader import RawFile
 from kzlab.model.model import to_f32
 
@@ -927,23 +928,8 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
     order.update({r.replace("attn_q.", "attn_{k}."): k for r, k in order.items() if ".attn_q." in r})
     assignments = sorted(c.s.out.values(), key=lambda a: order.get(a.role, len(order)))
     unused = sorted(set(c.s.all) - {a.tensor for a in assignments}, key=natural_key)
-    lm = LayoutMap(
-        name=name or f"inferred-{Path(str(raw.path)).stem}",
-        rules=[(re.compile(re.escape(a.tensor)), a.role) for a in assignments],
-        description=f"inferred from the structure of {Path(str(raw.path)).name}",
-        source="",
-        family=MimiHParams.family,
-        transforms=[(re.compile(re.escape(t)), spec) for t, spec in c.transforms.items()],
-    )
-    lm.hparams = dict(overrides)
-    p = Proposal(lm, assignments, hp, dict(overrides), unused, notes, heads, sizes=sizes)
-    counts = p.counts()
-    lm.notes = [
-        f"{len(assignments)} tensors: {counts['shape']} decided by shape (certain), {counts['name']} by name, "
-        f"{counts['order']} by numbers in the names",
-        *notes,
-    ]
-    return p
+    return proposal_of(raw, name, assignments, MimiHParams.family, hp, dict(overrides), unused, notes, heads, sizes,
+                       c.transforms)
 
 
 def _check(c: _Ctx, hp: MimiHParams) -> None:

@@ -17,7 +17,7 @@ from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.arch.qwen3_tts_12hz.roles import RESIDUAL_DILATIONS
 from kzlab.arch.qwen3_tts_12hz.spec import stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder
+from kzlab.graph.builder import Act, GraphBuilder, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -377,10 +377,8 @@ def feed(hp: HParams, frames: int, inputs: dict) -> dict:
     """The graph inputs the caller does not give: the transformer's positions and sliding-window mask."""
     if "pos" not in inputs:
         return {}
-    q = np.arange(frames)[:, None]
-    k = np.arange(frames)[None, :]
-    allowed = (k <= q) & (k > q - hp.sliding_window)
-    return {"pos": np.arange(frames, dtype=np.int32), "mask": np.where(allowed, 0.0, -np.inf).astype(np.float32)}
+    t = np.arange(frames)
+    return {"pos": t.astype(np.int32), "mask": window_mask(t[:, None], t[None, :], hp.sliding_window)}
 
 
 def feed_stream(hp: HParams, frames: int, position: int, inputs: dict) -> dict:
@@ -392,11 +390,7 @@ def feed_stream(hp: HParams, frames: int, position: int, inputs: dict) -> dict:
     W = hp.sliding_window
     q = position + np.arange(frames)[:, None]
     k = position - (W - 1) + np.arange(W - 1 + frames)[None, :]
-    allowed = (k >= 0) & (k <= q) & (k > q - W)
-    return {
-        "pos": np.arange(position, position + frames, dtype=np.int32),
-        "mask": np.where(allowed, 0.0, -np.inf).astype(np.float32),
-    }
+    return {"pos": np.arange(position, position + frames, dtype=np.int32), "mask": window_mask(q, k, W)}
 
 
 def finish(outputs: dict, plan: LoweringPlan, hp: HParams) -> dict:

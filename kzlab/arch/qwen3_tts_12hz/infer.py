@@ -5,7 +5,6 @@ solver and the proposal every family shares)."""
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -33,9 +32,9 @@ from kzlab.formats.infer import (
     heads_from_metadata,
     lcp,
     natural_key,
+    proposal_of,
     sides,
 )
-from kzlab.formats.layout import LayoutMap
 from kzlab.formats.reader import RawFile
 
 
@@ -527,22 +526,8 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
     unused = sorted(set(s.all) - {a.tensor for a in s.out.values()}, key=natural_key)
     order = {r.name: i for i, r in enumerate(decoder_roles(hp))}
     assignments = sorted(s.out.values(), key=lambda a: order.get(a.role, len(order)))
-    stem = name or f"inferred-{Path(str(raw.path)).stem}"
-    lm = LayoutMap(
-        name=stem,
-        rules=[(re.compile(re.escape(a.tensor)), a.role) for a in assignments],
-        description=f"inferred from the structure of {Path(str(raw.path)).name}",
-        source="",
-    )
-    lm.hparams = dict(overrides)
-    p = Proposal(lm, assignments, hp, overrides, unused, notes, heads, sizes=sizes)
-    c = p.counts()
-    lm.notes = [
-        f"{len(assignments)} tensors: {c['shape']} decided by shape (certain), {c['name']} by name, "
-        f"{c['order']} by numbers in the names",
-        *notes,
-    ]
-    return p
+    # the first family's maps name no family: it is the one a map without `family` belongs to
+    return proposal_of(raw, name, assignments, "", hp, overrides, unused, notes, heads, sizes)
 
 
 def _check(s: _Solver, hp: HParams) -> None:

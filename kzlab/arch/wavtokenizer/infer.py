@@ -14,7 +14,6 @@ family shares (kzlab.formats.infer): when two tensors cannot be told apart it re
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
@@ -34,8 +33,8 @@ from kzlab.formats.infer import (
     _word,
     lcp,
     natural_key,
+    proposal_of,
 )
-from kzlab.formats.layout import LayoutMap
 from kzlab.formats.reader import RawFile
 
 
@@ -234,21 +233,7 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
     unused = sorted(set(s.all) - {a.tensor for a in s.out.values()}, key=natural_key)
     order = {r.name: i for i, r in enumerate(decoder_roles(hp))}
     assignments = sorted(s.out.values(), key=lambda a: order.get(a.role, len(order)))
-    lm = LayoutMap(
-        name=name or f"inferred-{Path(str(raw.path)).stem}",
-        rules=[(re.compile(re.escape(a.tensor)), a.role) for a in assignments],
-        description=f"inferred from the structure of {Path(str(raw.path)).name}",
-        source="",
-        family=WavTokenizerHParams.family,
-    )
-    p = Proposal(lm, assignments, hp, {}, unused, notes, "metadata", sizes=sizes)
-    c = p.counts()
-    lm.notes = [
-        f"{len(assignments)} tensors: {c['shape']} decided by shape (certain), {c['name']} by name, "
-        f"{c['order']} by numbers in the names",
-        *notes,
-    ]
-    return p
+    return proposal_of(raw, name, assignments, WavTokenizerHParams.family, hp, {}, unused, notes, "metadata", sizes)
 
 
 def _check(s: _Solver, hp: WavTokenizerHParams) -> None:

@@ -202,3 +202,26 @@ def test_a_workbench_run_of_each_input_kind():
     fixture = execute(RunSpec(model="pockettts-tiny", input="fixture", profile=False))
     assert fixture.error and "takes latents" in fixture.error
     assert "mimi" in render([codes_run, latent_run])
+
+
+# ---- the transposed convs' lowering for a family without fused nodes -------------------------------------------
+def test_shift_transposed_convs_are_the_default_here_and_compute_what_col2im_does(mref):
+    """A family without fused nodes on the CPU adds the transposed convs' tap slices (convt='shift') instead of
+    COL2IM_1D and its transposes; the same sums but one add's order, so within float32 rounding of col2im."""
+    m = kzlab.load_model(MIMI / "hf")
+    with kzlab.Decoder(m) as dec:
+        assert dec.lowering.convt == "shift" and dec.mode == "portable"
+        shifted = dec.decode(mref["codes"])
+    with kzlab.Decoder(m, lowering=kzlab.Lowering(convt="col2im")) as dec:
+        assert snr_db(shifted, dec.decode(mref["codes"])) >= 120
+    # the placement's graph is a device port's: col2im, whatever the CPU resolves
+    assert kzlab.Lowering().portable().convt == "col2im"
+    tiny = kzlab.load_model(kzlab.resolve_model("tiny"))
+    codes = kzlab.random_codes(tiny.hparams, 12)
+    outs = {}
+    for convt in ("col2im", "shift"):
+        with kzlab.Decoder(tiny, lowering=kzlab.Lowering(mode="portable", convt=convt)) as dec:
+            outs[convt] = dec.decode(codes)
+    assert snr_db(outs["shift"], outs["col2im"]) >= 120
+    with pytest.raises(InvalidOptionError, match="no fused nodes"):
+        kzlab.Decoder(m, lowering=kzlab.Lowering(mode="fast")).decode(mref["codes"])

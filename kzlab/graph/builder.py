@@ -423,7 +423,7 @@ class GraphBuilder:
         return self.low.conv in KTAP or (k == 1 and self.low.conv == "im2col-f32")
 
     def convt_input_cl(self) -> bool:
-        return self.low.convt in ("col2im", "fused")  # fused: the upsample convs outside the blocks are col2im
+        return self.low.convt in ("col2im", "shift", "fused")  # fused: the upsample convs outside the blocks are col2im
 
     def conv1d(
         self, x: Act, wname: str, bname: str | None, dilation: int = 1, padding: tuple[int, int] | None = None,
@@ -607,6 +607,8 @@ class GraphBuilder:
         lead -= zeros  # input frames in front of the call's own (0 offline: nothing before the first frame)
         T = x.T - lead
         p = self.w.prepared[wname]
+        if p.layout == "shift":
+            return self.add_bias(self._convt_shift(x, wname, p.ne[1] // kernel, stride, kernel, lead), bname)
         if self.low.convt == "direct":
             cout = p.ne[1]
             y = g.ggml_conv_transpose_1d(self.ctx, self.w[wname], self.as_cf(x).t, stride, 0, 1)
@@ -623,6 +625,31 @@ class GraphBuilder:
             full = Act(g.ggml_col2im_1d(self.ctx, cols, stride, cout, 0), False)
         out = self.time_view(full, lead * stride, T * stride) if kernel != stride or lead else full
         return self.add_bias(out, bname)
+
+    def _convt_shift(self, x: Act, wname: str, cout: int, stride: int, kernel: int, lead: int) -> Act:
+        """The transposed conv as one product of every tap, P = W x (ne [K * C_out, frames]), and its K / stride
+        slices of stride * C_out rows added, slice m shifted by m frames: output frame t * stride + r is
+        sum over m of tap m * stride + r applied to input frame t - m. Channels-last in and out (ne [C_out, stride *
+        T]); no COL2IM_1D and no transposes around it. `lead`: the input frames in front of the call's own (the
+        previous call's in a stream); offline they are padded zeros."""
+        ctx = self.ctx
+        if kernel % stride:
+            raise InvalidOptionError(f"convt='shift' adds whole slices of the stride's taps; this transposed conv's "
+                                     f"kernel {kernel} is not a multiple of its stride {stride}: use convt='col2im'")
+        M = kernel // stride
+        xl = self.as_cl(x)
+        xp = self.pad_left(xl, M - 1 - lead)  # zeros for the frames before the first (none when a stream has them)
+        T = xp.T - (M - 1)
+        P = self.mul_mat(self.w[wname], xp.t)  # ne [K * C_out, T + M - 1]
+        nb1 = int(P.contents.nb[1])
+        rows = stride * cout
+        acc = None
+        for m in range(M):
+            v = g.ggml_view_2d(ctx, P, rows, T, nb1, m * rows * 4 + (M - 1 - m) * nb1)
+            acc = v if acc is None else g.ggml_add(ctx, acc, v)
+        if M == 1 and not g.ggml_is_contiguous(acc):
+            acc = g.ggml_cont(ctx, acc)
+        return Act(g.ggml_reshape_2d(ctx, acc, cout, stride * T), True)
 
     def _convt_tile(self, T: int, stride: int) -> int:
         """Input frames per col2im tile: `conv_tile` output frames, at most MAX_TILES tiles (0 = no tiling)."""

@@ -31,7 +31,7 @@ CONV_AUTO_CPU = {"conv": "ktap-acc", "conv_src1": "data"}
 CONV_AUTO_DEVICE = {"conv": "im2col-f32", "conv_src1": "kernel"}
 #: weight types that quantize: with the kernel as src1 a conv's weights stay F32 (src1 is never quantized)
 QUANTIZED_WTYPES = ("q8_0",)
-CONVT_CHOICES = ("auto", "col2im", "direct", "fused")
+CONVT_CHOICES = ("auto", "col2im", "shift", "direct", "fused")
 SNAKE_CHOICES = ("auto", "fused", "folded", "raw")
 RESUNIT_CHOICES = ("auto", "fused", "ops")
 WTYPE_CHOICES = ("native", "f32", "f16", "bf16", "q8_0")
@@ -66,11 +66,14 @@ HELP = {
     "MUL_MAT with more than 1024 src1 rows) or wtype quantizes (with the data as src1 the conv weights would be "
     "quantized too and ggml-cpu's product then quantizes the activations as well: the WavTokenizer tiny file's "
     "Q8_0 waveform 25 -> 23 dB from PyTorch)",
-    "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; direct = ggml_conv_transpose_1d; "
+    "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; shift = one mul_mat of every tap, then "
+    "its K / stride slices added, each shifted by its frames (views and ADDs, channels-last in and out; a kernel "
+    "that is a multiple of the stride, col2im otherwise); direct = ggml_conv_transpose_1d; "
     "fused = in the BigVGAN blocks, the SnakeBeta before it and the transposed conv as one kzlab CPU node (numpy "
     "BLAS products on tiles and the overlap-add in cache; ggml's threads split the frames, or the output channels "
     "of a weight above 32 MB; CPU and BLAS backends only), col2im elsewhere; auto = fused where every backend is "
-    "the CPU or BLAS and mm_chunk, snake and wtype are left at their defaults, else col2im",
+    "the CPU or BLAS and mm_chunk, snake and wtype are left at their defaults, else col2im (shift for a family "
+    "without fused nodes on the CPU and BLAS)",
     "mm_chunk": "split every MUL_MAT into chunks of at most N rows of src1 (0 = off)",
     "conv_tile": "im2col-f32: build the im2col columns for at most N output frames at a time (0 = all at once); "
     "bounds the columns' memory (k x c_in x N floats) on long inputs; at most 64 tiles per conv",
@@ -189,7 +192,8 @@ class Lowering:
         return dataclasses.replace(self, **kw)
 
     def resolve(
-        self, cpu_only: bool, where: str = "a device backend", absent: dict[str, str] | None = None
+        self, cpu_only: bool, where: str = "a device backend", absent: dict[str, str] | None = None,
+        fused_nodes: bool = True,
     ) -> LoweringPlan:
         """Every choice made for a graph on CPU/BLAS backends only (`cpu_only`) or not; `where` names the
         backends in refusals; `absent` maps the options the decoder at hand has nothing for (its family's
@@ -212,15 +216,15 @@ class Lowering:
                 raise InvalidOptionError(f"{n}='fused': {absent[n]}; use {n}='auto'")
         if self.unitconv == "winograd" and "unitconv" in absent_all:
             raise InvalidOptionError(f"unitconv='winograd': {absent_all['unitconv']}; use unitconv='auto'")
-        mode = self.mode if self.mode != "auto" else ("fast" if cpu_only else "portable")
+        mode = self.mode if self.mode != "auto" else ("fast" if cpu_only and fused_nodes else "portable")
         asked = [n for n in FUSABLE if getattr(self, n) == "fused"]
-        if mode == "fast" and not cpu_only:
-            raise InvalidOptionError(
-                f"mode='fast' runs kzlab's fused CPU nodes, which {where} cannot run: use mode='portable'"
-            )
+        if mode == "fast" and not (cpu_only and fused_nodes):
+            why = f"which {where} cannot run" if not cpu_only else "and this decoder family has no fused nodes"
+            raise InvalidOptionError(f"mode='fast' runs kzlab's fused CPU nodes, {why}: use mode='portable'")
         if mode == "portable" and asked:
             n = asked[0]
-            why = f"{where} cannot run it" if not cpu_only else "mode='portable' builds ggml ops only"
+            why = (f"{where} cannot run it" if not cpu_only else "mode='portable' builds ggml ops only"
+                   if fused_nodes else "this decoder family has no fused nodes")
             raise InvalidOptionError(
                 f"{n}='fused' is a kzlab CPU node (it calls back into Python), not a ggml op: {why}; use "
                 f"{n}='{FUSABLE[n]}' or 'auto'" + (", or mode='fast'" if cpu_only else "")
@@ -237,7 +241,10 @@ class Lowering:
         choice = {
             "snake": "fused" if fast else "folded",
             "resunit": "fused" if fast and untouched("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
-            "convt": "fused" if fast and untouched("mm_chunk", "wtype") else "col2im",
+            # a family without fused nodes on the CPU: the transposed convs' slices added in place of COL2IM_1D and
+            # the transposes around it (Mimi's full-size SEANet, 125 frames: 738 -> see README)
+            "convt": "fused" if fast and untouched("mm_chunk", "wtype") else (
+                "shift" if cpu_only and not fused_nodes else "col2im"),
             "dwmlp": "fused" if fast and _dwmlp_node_pays() and at_defaults("gelu", "dwconv", "mm_chunk", "wtype")
             else "ops",
             "normconv": "fused" if fast and at_defaults("conv", "conv_src1", "mm_chunk", "wtype") else "ops",
@@ -274,6 +281,8 @@ class Lowering:
         if self.unitconv == "winograd":  # computed inside the fused unit only
             fused["unitconv"] = "auto"
         device = {n: v for n, v in CONV_AUTO_DEVICE.items() if getattr(self, n) == "auto"}
+        if self.convt in ("auto", "fused"):  # as a device resolves it (a family without fused nodes: shift on the CPU)
+            device["convt"] = "col2im"
         return Lowering(**{**self.to_dict(), **fused, **device, "mode": "portable"})
 
     def resolved(self, cpu_only: bool) -> LoweringPlan:

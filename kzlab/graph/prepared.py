@@ -281,6 +281,13 @@ def _prepare_convt(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Pre
         else:
             t = "F16"
         return _matrix(role, w, lambda a: a, (k, cout, cin), t, True)
+    if low.convt == "shift":
+        # every tap's [Cout, Cin] matrix stacked, tap-major: rows k*Cout + oc, ne [Cin, K*Cout]
+        t = _pick_type(w, low.wtype, cin, False, fam)
+        p = _matrix(role, w, lambda a: np.ascontiguousarray(a.transpose(2, 1, 0)).reshape(k * cout, cin),
+                    (cin, k * cout), t, False)
+        p.layout = "shift"
+        return p
     # col2im: rows ordered oc*K + k, ne [Cin, Cout*K]: [Cin, Cout, K] seen as [Cin, Cout*K], transposed
     t = _pick_type(w, low.wtype, cin, False, fam)
     return _matrix(role, w, lambda a: transpose(a.reshape(cin, cout * k)), (cin, cout * k), t, False)

@@ -183,14 +183,11 @@ def resolve_run(
 ) -> tuple[ResolvedBackends, LoweringPlan]:
     """The backends and the lowering plan a run will use, resolved together and once (an already resolved
     backend set is kept as it is). `fused_nodes=False`: the decoder family has no fused CPU nodes, so the plan
-    is the portable one on any backend (`mode="fast"` or a fused option is refused, never recorded as run).
+    is portable on any backend (`mode="fast"` or a fused option is refused, never recorded as run), with the
+    CPU's conv lowerings where every backend is the CPU or BLAS.
     `absent`: the options the family has nothing for, with why (`Arch.not_applicable`), see `Lowering.resolve`."""
     rb = spec if isinstance(spec, ResolvedBackends) else spec.resolve()
     low = lowering or Lowering()
     if isinstance(low, LoweringPlan):
         low = low.requested or low
-    if not fused_nodes:
-        return rb, low.resolve(
-            False, where=f"{rb.label} with a decoder family that has no fused nodes", absent=absent
-        )
-    return rb, low.resolve(rb.cpu_only, where=rb.label, absent=absent)
+    return rb, low.resolve(rb.cpu_only, where=rb.label, absent=absent, fused_nodes=fused_nodes)

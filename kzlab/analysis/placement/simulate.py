@@ -334,7 +334,7 @@ def conv_verdicts(nodes: list[NodePlacement], sim: Simulator, layers, low: Lower
         if r.kind == "conv1d":
             src1 = "data" if low.conv_src1 == "data" else "kernel"
         else:
-            src1 = "data" if low.convt == "col2im" else "-"
+            src1 = "data" if low.convt in ("col2im", "shift") else "-"
         key = mm or [i for i in idx if nodes[i].op in ("CONV_TRANSPOSE_1D", "COL2IM_1D", "IM2COL")]
         rows = max((int(g.ggml_nrows(sim.nodes[i].ptr.contents.src[1])) for i in mm), default=0)
         on = sorted({nodes[i].backend for i in key})

@@ -15,15 +15,13 @@ time it reports holds no inter-process traffic. `Code2Wav` is the client the ben
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from workers import Worker
 
 WINDOW_FRAMES = 72  # clip.cpp:1882 (wav_tfm_swa); at most this many frames a call (clip.cpp:5333)
 
@@ -84,57 +82,25 @@ def serve(mmproj: str, threads: int) -> None:
     M.mtmd_free(ctx)
 
 
-class Code2Wav:
+class Code2Wav(Worker):
     """Client: a worker process holding llama.cpp's decoder; `decode(codes)` returns (waveform, seconds)."""
 
     def __init__(self, mmproj: str | Path, threads: int, python: str | None = None):
-        self.tmp = tempfile.TemporaryDirectory(prefix="kzlab-code2wav-")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KZLAB_SITE")}
-        self.proc = subprocess.Popen(
-            [python or sys.executable, __file__, "--serve", str(mmproj), "--threads", str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-        )
-        hello = self._reply()
-        self.sample_rate = int(hello["sample_rate"])
-        self.peak_rss_mb = 0.0
+        super().__init__([python or sys.executable, __file__, "--serve", str(mmproj), "--threads", str(threads)],
+                         "llama.cpp", prefix="kzlab-code2wav-")
+        self.sample_rate = int(self.info["sample_rate"])
         self.calls = 0
         self.call_seconds: list[float] = []  # the last decode's calls, each timed by the worker
         self.state_bytes = 0  # the size of the state the last call handed back
 
-    def _reply(self) -> dict:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"llama.cpp worker exited (rc {self.proc.poll()})")
-            if line.startswith("{"):
-                msg = json.loads(line)
-                if "error" in msg:
-                    raise RuntimeError(f"llama.cpp worker: {msg['error']}")
-                return msg
-
     def decode(self, codes: np.ndarray) -> tuple[np.ndarray, float]:
-        assert self.proc.stdin is not None
-        src, dst = Path(self.tmp.name) / "codes.npy", Path(self.tmp.name) / "wav.npy"
+        src, dst = self.path("codes.npy"), self.path("wav.npy")
         np.save(src, np.asarray(codes, dtype=np.int64))
-        self.proc.stdin.write(json.dumps({"codes": str(src), "out": str(dst)}) + "\n")
-        self.proc.stdin.flush()
-        msg = self._reply()
-        self.peak_rss_mb = max(self.peak_rss_mb, float(msg["peak_rss_mb"]))
+        msg = self.request(codes=str(src), out=str(dst))
         self.calls = int(msg["calls"])
         self.call_seconds = [float(x) for x in msg.get("call_seconds", [])]
         self.state_bytes = int(msg.get("state_bytes", 0))
         return np.load(dst), float(msg["seconds"])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -41,11 +41,11 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from workers import Worker
 
 HERE = Path(__file__).resolve().parent
 FIXTURE_GENERATOR = HERE.parent / "tests/data/pockettts-tiny/make_pockettts_tiny.py"
@@ -143,59 +143,20 @@ def flow_width(mmproj: str | Path) -> int:
     raise ValueError(f"{mmproj}: no a.gen.input_linear.weight: not a PocketTTS mmproj with its flow net")
 
 
-class PocketWav:
+class PocketWav(Worker):
     """Client: a worker process holding llama.cpp's PocketTTS decoder; `stream(latents, k)` returns (waveform, each
     call's seconds, the state's bytes)."""
 
     def __init__(self, mmproj: str | Path, threads: int, python: str, env: dict | None = None):
-        self.tmp = tempfile.TemporaryDirectory(prefix="kzlab-pockettts-")
-        env = dict(os.environ if env is None else env)
-        for k in ("PYTHONPATH", "KZLAB_SITE"):
-            env.pop(k, None)
-        self.log = Path(self.tmp.name) / "worker.log"
-        self._log = open(self.log, "w")
-        self.proc = subprocess.Popen(
-            [python, __file__, "--serve", str(mmproj), "--threads", str(threads), "--flow-width",
-             str(flow_width(mmproj))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
-        )
-        self.info = self._reply()
+        super().__init__([python, __file__, "--serve", str(mmproj), "--threads", str(threads), "--flow-width",
+                          str(flow_width(mmproj))], "llama.cpp", env, log=True, prefix="kzlab-pockettts-")
         self.sample_rate = int(self.info["sample_rate"])
-        self.peak_rss_mb = 0.0
-
-    def _reply(self) -> dict:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise RuntimeError(f"llama.cpp worker exited (rc {self.proc.wait()}): {' | '.join(tail)}")
-            if line.startswith("{"):
-                msg = json.loads(line)
-                if "error" in msg:
-                    raise RuntimeError(f"llama.cpp worker: {msg['error']}")
-                return msg
 
     def stream(self, latents: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, list[float], int]:
-        assert self.proc.stdin is not None
-        src, dst = Path(self.tmp.name) / "latents.npy", Path(self.tmp.name) / "wav.npy"
+        src, dst = self.path("latents.npy"), self.path("wav.npy")
         np.save(src, np.asarray(latents, dtype=np.float32))
-        self.proc.stdin.write(json.dumps({"latents": str(src), "sizes": list(sizes), "out": str(dst)}) + "\n")
-        self.proc.stdin.flush()
-        msg = self._reply()
-        self.peak_rss_mb = max(self.peak_rss_mb, float(msg["peak_rss_mb"]))
+        msg = self.request(latents=str(src), sizes=list(sizes), out=str(dst))
         return np.load(dst), [float(x) for x in msg["call_seconds"]], int(msg["state_bytes"])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self._log.close()
-        self.tmp.cleanup()
 
 
 # ---- the model (pocket-tts's Python) and its mmproj (llama.cpp's converter) ---------------------------------------

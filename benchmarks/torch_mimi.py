@@ -21,15 +21,13 @@ is loaded; the encoder side keeps its random init and is never run.
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from workers import Worker
 
 #: codec.cpp's converter's name replacements, in its order (UPSTREAM.md section 2; CV:132-158)
 _REPLACE = [
@@ -188,51 +186,19 @@ def serve(path: str, threads: int) -> None:
         print(json.dumps({"seconds": dt, "peak_rss_mb": peak}), flush=True)
 
 
-class TorchMimi:
+class TorchMimi(Worker):
     """Client: a worker process holding transformers' MimiModel; `decode(codes)` returns (waveform, seconds)."""
 
     def __init__(self, gguf_path: str | Path, threads: int, python: str, env: dict | None = None):
-        self.tmp = tempfile.TemporaryDirectory(prefix="kzlab-torch-mimi-")
-        env = dict(os.environ if env is None else env)
-        for k in ("PYTHONPATH", "KZLAB_SITE"):
-            env.pop(k, None)
-        env["PYTHONPATH"] = _gguf_path_dir(self.tmp.name)
-        self.proc = subprocess.Popen(
-            [python, __file__, "--serve", str(gguf_path), "--threads", str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-        )
-        self.info = self._reply()
+        super().__init__([python, __file__, "--serve", str(gguf_path), "--threads", str(threads)], "PyTorch", env,
+                         prefix="kzlab-torch-mimi-", pythonpath=_gguf_path_dir)
         self.info.pop("ready", None)
-        self.peak_rss_mb = 0.0
-
-    def _reply(self) -> dict:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"PyTorch worker exited (rc {self.proc.poll()})")
-            if line.startswith("{"):
-                return json.loads(line)
 
     def decode(self, codes: np.ndarray) -> tuple[np.ndarray, float]:
-        assert self.proc.stdin is not None
-        src, dst = Path(self.tmp.name) / "codes.npy", Path(self.tmp.name) / "wav.npy"
+        src, dst = self.path("codes.npy"), self.path("wav.npy")
         np.save(src, np.asarray(codes, dtype=np.int64))
-        self.proc.stdin.write(json.dumps({"codes": str(src), "out": str(dst)}) + "\n")
-        self.proc.stdin.flush()
-        msg = self._reply()
-        self.peak_rss_mb = max(self.peak_rss_mb, float(msg["peak_rss_mb"]))
+        msg = self.request(codes=str(src), out=str(dst))
         return np.load(dst), float(msg["seconds"])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.tmp.cleanup()
 
 
 def _gguf_path_dir(tmp: str) -> str:

@@ -1,12 +1,16 @@
 """Every capability profile against the ops kzlab's decoder families build, and the CUDA profile against its source.
 
-The graphs of both families' tiny files over the main lowering variants (both modes, one frame and several) give
-the set of ops kzlab ever hands a scheduler, each with its types and layouts: its signature. Every profile must
-answer each (accepted, or refused by a named rule: a rule of rules.RULES, or `not-listed` for an op its backend's
-supports_op switch does not name), and the CUDA profile's answers must be the ones read off ggml-cuda's
-supports_op by hand (CUDA_SOURCE below, with the lines of ggml-org/ggml eced84c8, v0.15.3, the ggml ggml-python
-0.0.45 vendors, src/ggml-cuda/ggml-cuda.cu). A signature the families start to build that the table lacks fails
-the test until someone reads the source for it: the profile cannot drift from the source unnoticed.
+The graphs of the three families' tiny files (Qwen3-TTS 12 Hz, WavTokenizer, and Mimi in both of its forms: kyutai's
+codes-in decoder and PocketTTS's latents-in one, the synthetic presets) over the main lowering variants (both modes,
+one frame and several) give the set of ops kzlab ever hands a scheduler, each with its types and layouts: its
+signature. Every profile must answer each (accepted, or refused by a named rule: a rule of rules.RULES, or
+`not-listed` for an op its backend's supports_op switch does not name), and the CUDA profile's answers must be the
+ones read off ggml-cuda's supports_op by hand (CUDA_SOURCE below, with the lines of ggml-org/ggml eced84c8, v0.15.3,
+the ggml ggml-python 0.0.45 vendors, src/ggml-cuda/ggml-cuda.cu). The Hexagon profiles' answers for the Mimi
+graphs' ops (ELU, the two GELUs, NORM, ROPE in both modes, the masked SOFT_MAX, REPEAT, GET_ROWS, PAD, and the
+binary ops, the transposed convs' strided slices among them) are held the same way against ggml-hexagon's
+supports_op at each commit a profile names (HEXAGON_SOURCE). A signature the families start to build that a table
+lacks fails the test until someone reads the source for it: the profile cannot drift from the source unnoticed.
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ from kzlab.analysis.placement import capabilities
 from kzlab.analysis.placement.graph import build
 from kzlab.analysis.placement.rules import RULES, addr, cuda_conv2d_dw_kernel_layout
 from kzlab.app.builtins import resolve_model
-from kzlab.arch import not_applicable
+from kzlab.arch import arch_of, not_applicable
+from kzlab.formats.synth import synth
 from kzlab.graph.options import Lowering
 from kzlab.loader import load_model
 
-FAMILIES = ("tiny", "wavtokenizer-tiny")  # Qwen3-TTS 12 Hz and WavTokenizer, the tiny files
+#: Qwen3-TTS 12 Hz and WavTokenizer (the tiny files shipped in the package), Mimi's codes-in and latents-in
+#: decoders (synthetic presets, written as F32 like the shipped files: the weight types come from `wtype`)
+FAMILIES = ("tiny", "wavtokenizer-tiny", "mimi-tiny", "pockettts-mimi-tiny")
+SYNTHETIC = ("mimi-tiny", "pockettts-mimi-tiny")
 #: several frames, and one (WavTokenizer's one-frame depthwise conv is an SSM_CONV)
 FRAMES = (4, 1)
 #: portable graphs (what a device is handed): every conv lowering and operand order, every weight type, each other
@@ -34,7 +42,8 @@ PORTABLE = (
     [{"conv": c, "conv_src1": s} for c in ("ktap", "ktap-acc", "im2col-f32", "im2col-f16") for s in ("data", "kernel")]
     + [{"wtype": w} for w in ("f32", "f16", "bf16", "q8_0")]
     + [{"conv": "ktap", "conv_src1": "data", "wtype": w} for w in ("bf16", "q8_0")]
-    + [{"convt": "direct"}, {"convt": "direct", "wtype": "f16"}, {"snake": "raw"}, {"mm_chunk": 16}]
+    + [{"convt": "direct"}, {"convt": "direct", "wtype": "f16"}, {"convt": "shift"}, {"convt": "shift", "wtype": "f16"}]
+    + [{"snake": "raw"}, {"mm_chunk": 16}]
     + [{"conv_tile": 64}, {"gelu": "tanh"}, {"istft": "graph"}, {"dwconv": "taps"}]
 )
 FAST = [{}, {"conv": "im2col-f32", "conv_tile": 64}]
@@ -57,8 +66,12 @@ def type_name(ty: int) -> str:
     return g.ggml_type_name(ty).decode().upper()
 
 
-#: shape facts a CUDA condition reads besides types and layouts, per op
-FACTS = {"SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0}"}
+#: facts a supports_op condition reads besides types and layouts, per op: SSM_CONV's channel count (CUDA), ROPE's
+#: mode (ggml-hexagon refuses the modes with bit 0 set; Mimi builds NORMAL, 0, for PocketTTS and NEOX, 2, for kyutai)
+FACTS = {
+    "SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0}",
+    "ROPE": lambda t: f"mode={int(t.contents.op_params[2])}",
+}
 
 
 def signature(t) -> tuple[str, str, str, str, str]:
@@ -101,14 +114,18 @@ class Table:
 
 
 @pytest.fixture(scope="module")
-def table() -> Table:
+def table(tmp_path_factory) -> Table:
     profiles = [capabilities.load(n) for n in capabilities.names()]
     out = Table()
+    folder = tmp_path_factory.mktemp("families")
     for family in FAMILIES:
-        model = load_model(resolve_model(family))
+        path = synth(folder / f"{family}.gguf", preset=family, dtype="f32") if family in SYNTHETIC else None
+        model = load_model(path or resolve_model(family))
         absent = not_applicable(model.hparams)
-        plans = [Lowering(**v).resolve(cpu_only=False, absent=absent) for v in PORTABLE]
-        plans += [Lowering(**v).resolve(cpu_only=True, absent=absent) for v in FAST]
+        # as a session resolves them: a family without fused nodes gets ggml ops on the CPU too (convt=shift there)
+        fused = arch_of(model.hparams).fused_nodes
+        plans = [Lowering(**v).resolve(cpu_only=False, absent=absent, fused_nodes=fused) for v in PORTABLE]
+        plans += [Lowering(**v).resolve(cpu_only=True, absent=absent, fused_nodes=fused) for v in FAST]
         for frames in FRAMES:
             for plan in plans:
                 gr = build(model, plan, frames)
@@ -164,9 +181,11 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     # ADD, SUB, MUL, DIV: F32/F16 operands and result, no layout condition (5356-5362)
     ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5356-5362"),
     ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): ("accept", "5356-5362"),
+    ("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, ""): ("accept", "5356-5362"),  # convt=shift: two strided slices
     ("MUL", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5358-5362"),
     ("DIV", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5359-5362"),
     # unary ops: ggml_is_contiguous(src0) (5077-5103)
+    ("ELU", "F32", f"F32:{C}", C, ""): ("accept", "5095, 5103"),
     ("EXP", "F32", f"F32:{C}", C, ""): ("accept", "5092, 5103"),
     ("EXP", "F32", "F32:rows+c2", C, ""): ("contiguous_src0", "5092, 5103"),  # the in-graph iSTFT's exp of a view
     ("GELU", "F32", f"F32:{C}", C, ""): ("accept", "5083, 5103"),
@@ -209,8 +228,10 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     ("CONT", "F32", "F32:strided", C, ""): ("accept", "5378-5379"),
     ("SOFT_MAX", "F32", f"F32:{C}", C, ""): ("accept", "5382-5383"),
     ("SOFT_MAX", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5382-5383"),
-    # ROPE: packed elements, contiguous past dim 2 (5394-5397)
-    ("ROPE", "F32", f"F32:{C} I32:{C}", C, ""): ("accept", "5396"),
+    # ROPE: packed elements, contiguous past dim 2, whatever the mode (5394-5397): NEOX (Qwen3-TTS, kyutai's Mimi)
+    # and NORMAL (PocketTTS's interleaved pairs)
+    ("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=0"): ("accept", "5396"),
+    ("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=2"): ("accept", "5396"),
     # IM2COL, CONV_2D_DW: true (5398-5404; the depthwise kernel's own layout condition is checked apart)
     ("IM2COL", "F32", f"F16:{C} F32:{C}", C, ""): ("accept", "5398, 5404"),
     ("IM2COL", "F32", f"F16:{C} F32:rows+c2", C, ""): ("accept", "5398, 5404"),
@@ -231,12 +252,71 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
 }
 
 
+# ---- ggml-hexagon's supports_op, read by hand, for the ops the Mimi graphs bring ----------------------------------
+# ggml-org/ggml src/ggml-hexagon/ggml-hexagon.cpp at each commit a Hexagon profile names: its switch case, then the
+# ggml_hexagon_supported_* function it calls. The answers do not change between these commits; the conditions do
+# (v0.21.0 adds the permuted-operand refusals to the binary and unary checks, takes GELU from the activations check
+# to the unary one, and lets ROPE read strided rows), none of which these operands meet.
+HEX_PROFILES = ("hexagon-v0.15.2", "hexagon-v0.15.3", "hexagon-v0.21.0", "hexagon-78c531d")
+#: signature -> (answer in every Hexagon profile, lines at 707321c4 (v0.15.2), eced84c8 (v0.15.3), 8599e0ea (v0.21.0),
+#: 78c531d4 (PR #1601's head))
+HEXAGON_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, tuple[str, str, str, str]]] = {
+    # SEANet's activation: the UNARY switch's default, in every release
+    ("ELU", "F32", f"F32:{C}", C, ""): ("not-listed", ("3750-3751", "3830-3831", "4138-4139", "4144-4145")),
+    # kyutai's exact GELU: the same default
+    ("GELU_ERF", "F32", f"F32:{C}", C, ""): ("not-listed", ("3750-3751", "3830-3831", "4138-4139", "4144-4145")),
+    # PocketTTS's GELU (tanh form): F32 and contiguous (activations), F32 and src0 unpermuted (unary) from v0.21.0
+    ("GELU", "F32", f"F32:{C}", C, ""): (
+        "accept", ("3746-3748, 2865-2895", "3826-3828, 2820-2850", "4134-4136, 2963-2988", "4140-4142, 2969-2994")),
+    # LayerNorm: F32, one shape, contiguous dst (unary)
+    ("NORM", "F32", f"F32:{C}", C, ""): (
+        "accept", ("3716-3720, 2824-2844", "3796-3800, 2779-2799", "4105-4110, 2963-2988", "4111-4116, 2969-2994")),
+    # ROPE: `mode & 1` refused, NORMAL (0) and NEOX (2) pass it; F32 rows, I32 positions, no freq factors
+    ("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=0"): (
+        "accept", ("3767-3768, 3030, 3022-3070", "3847-3848, 2985, 2977-3025", "4155-4156, 3197, 3180-3246",
+                   "4161-4162, 3203, 3186-3252")),
+    ("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=2"): (
+        "accept", ("3767-3768, 3030, 3022-3070", "3847-3848, 2985, 2977-3025", "4155-4156, 3197, 3180-3246",
+                   "4161-4162, 3203, 3186-3252")),
+    # attention: an F32 mask as wide as the scores, all contiguous, rows of at most 32 or a multiple of 32 (the
+    # tiny graphs' 1 to 64 keys)
+    ("SOFT_MAX", "F32", f"F32:{C} F32:{C}", C, ""): (
+        "accept", ("3732-3733, 2897-2960", "3812-3813, 2852-2915", "4122-4123, 3047-3112", "4128-4129, 3053-3118")),
+    # the layer scales and biases broadcast: F32, dst a whole repeat, neither transposed
+    ("REPEAT", "F32", f"F32:{C}", C, ""): (
+        "accept", ("3791-3792, 3620-3641", "3871-3872, 3700-3721", "4179-4180, 4008-4029", "4185-4186, 4014-4035")),
+    # the codebooks (F32 tables, I32 codes)
+    ("GET_ROWS", "F32", f"F32:{C} I32:{C}", C, ""): (
+        "accept", ("3779-3780, 2982-3000", "3859-3860, 2937-2955", "4167-4168, 3136-3156", "4173-4174, 3142-3162")),
+    # the causal convs' left padding: F32
+    ("PAD", "F32", f"F32:{C}", C, ""): (
+        "accept", ("3831-3832, 3111-3121", "3911-3912, 3066-3076", "4223-4224, 3318-3329", "4229-4230, 3324-3335")),
+    # the residuals and biases, a transposed conv's trimmed output (a strided slice) plus its bias, convt=shift's
+    # sums of two strided slices, and the layer scales' products: F32, src1 repeatable into src0, nothing permuted
+    # (binary)
+    ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): (
+        "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
+    ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): (
+        "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
+    ("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, ""): (
+        "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
+    ("MUL", "F32", f"F32:{C} F32:{C}", C, ""): (
+        "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
+}
+
+
 def test_every_profile_answers_every_op(table):
     """Each profile answers each signature the families build: accepted, or refused by a rule it names."""
     assert table.graphs == len(FAMILIES) * len(FRAMES) * (len(PORTABLE) + len(FAST))
     ops = {sig[0] for sig in table.answers}
-    # the ops both families' lowerings reach (a family or lowering that stops building one is a change to look at)
+    # the ops the families' lowerings reach (a family or lowering that stops building one is a change to look at)
     for op in (
+        "ELU",
+        "NORM",
+        "SOFT_MAX",
+        "REPEAT",
+        "GET_ROWS",
+        "PAD",
         "MUL_MAT",
         "IM2COL",
         "COL2IM_1D",
@@ -281,6 +361,36 @@ def test_cuda_table_has_no_stale_rows(table):
     kept = {("NONE", "F32", "", C, ""), ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True")}
     stale = [sig for sig in CUDA_SOURCE if sig not in table.answers and sig not in kept]
     assert not stale, stale
+
+
+def test_hexagon_answers_are_the_sources(table):
+    """Every Hexagon profile answers each signature of HEXAGON_SOURCE as ggml-hexagon's supports_op does at its
+    commit, each of those signatures is one the Mimi graphs build, and every signature of those ops the Mimi graphs
+    build is in the table (a new one fails until someone reads ggml-hexagon.cpp for it)."""
+    assert set(HEX_PROFILES) == {n for n in capabilities.names() if n.startswith("hexagon-")}
+    mimi = {sig for sig, fams in table.families.items() if fams & set(SYNTHETIC)}
+    ops = {sig[0] for sig in HEXAGON_SOURCE}
+    missing = [sig for sig in mimi if sig[0] in ops and sig not in HEXAGON_SOURCE]
+    assert not missing, "Mimi signatures HEXAGON_SOURCE lacks (read ggml-hexagon.cpp for them):\n" + (
+        "\n".join(map(str, missing))
+    )
+    assert not [sig for sig in HEXAGON_SOURCE if sig not in mimi]
+    wrong = {
+        (sig, name): (table.answers[sig][name], answer, lines[i])
+        for sig, (answer, lines) in HEXAGON_SOURCE.items()
+        for i, name in enumerate(HEX_PROFILES)
+        if table.answers[sig][name] != {answer}
+    }
+    assert not wrong, wrong
+
+
+def test_mimi_builds_both_rope_modes_and_shifted_sums(table):
+    """kyutai's decoder rotates NEOX halves, PocketTTS's NORMAL pairs, and convt=shift adds strided slices: the
+    signatures the Hexagon and CUDA tables must tell apart."""
+    assert table.families[("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=2")] >= {"mimi-tiny"}
+    assert "pockettts-mimi-tiny" in table.families[("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=0")]
+    assert set(SYNTHETIC) <= table.families[("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, "")]
+    assert set(SYNTHETIC) <= table.families[("ELU", "F32", f"F32:{C}", C, "")]
 
 
 def test_cuda_depthwise_kernel_runs(table):

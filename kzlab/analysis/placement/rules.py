@@ -223,10 +223,11 @@ def hex_softmax(t, env: Env, arg) -> str | None:
 
 @rule("hex_rope")
 def hex_rope(t, env: Env, arg) -> str | None:
-    """ggml_hexagon_supported_rope. Without arg (0.15.2, 0.15.3): VISION and NEOX-bit modes refused, every
-    operand contiguous. arg "strided" (v0.21.0, 78c531d): op_params[15] (ggml_rope_set_offset) a multiple of 32, VISION
-    accepted when n_dims == ne0/2, src0/dst need only nb[0] == 4 and nb[1] >= ne[0]*4 (strided views allowed),
-    positions and freq factors contiguous. All: freq factors F32 with ne[0] >= n_dims/2."""
+    """ggml_hexagon_supported_rope. Without arg (0.15.2, 0.15.3): VISION refused, every operand contiguous. arg
+    "strided" (v0.21.0, 78c531d): op_params[15] (ggml_rope_set_offset) a multiple of 32, VISION accepted when
+    n_dims == ne0/2, src0/dst need only nb[0] == 4 and nb[1] >= ne[0]*4 (strided views allowed), positions and freq
+    factors contiguous. All: modes with bit 0 set refused (`mode & 1`: NORMAL, 0, and NEOX, 2, both pass), freq
+    factors F32 with ne[0] >= n_dims/2."""
     p = t.contents.op_params
     mode, n_dims = int(p[2]), int(p[1])
     s0, s1, s2 = src(t, 0), src(t, 1), src(t, 2)

@@ -76,7 +76,7 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
     codes = random_codes(model.hparams, frames, seed)
     host: dict[str, Any] = {}
     for i, (k, pl) in enumerate(placements.items()):
-        key = emulation_cache_key(model, pl, frames, seed, bound)
+        key = emulation_cache_key(model, pl, frames, seed, bound, threads)
         summary = _recall(key, cache)
         if summary is None:
             if not host:
@@ -136,14 +136,17 @@ def emulation_code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def emulation_cache_key(model: Any, pl: Any, frames: int, seed: int, bound: float) -> str:
-    """The digest of everything an emulated decode's figures rest on."""
+def emulation_cache_key(model: Any, pl: Any, frames: int, seed: int, bound: float, threads: int | None = None) -> str:
+    """The digest of everything an emulated decode's figures rest on, the thread count included: how ggml-cpu splits
+    a product between threads can change its sums' order (the tiny PocketTTS decoder's emulated SNR: 27.338 dB at 1
+    thread, 27.340 at 2)."""
     from kzlab.analysis.profile_cache import file_digest, graph_code_digest
-    from kzlab.environment import versions
+    from kzlab.environment import default_threads, versions
 
     v = versions()
     key = {"model_sha256": file_digest(model.path), "placement": emulation_key(pl), "frames": int(frames),
-           "seed": int(seed), "bound": float(bound), "graph_code": graph_code_digest(),
+           "seed": int(seed), "bound": float(bound), "threads": int(threads or default_threads()),
+           "graph_code": graph_code_digest(),
            "emulation_code": emulation_code_digest(), "kzlab": v.get("kzlab"), "ggml": v.get("ggml"),
            "ggml_cpu_libm": v.get("ggml_cpu_libm")}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]

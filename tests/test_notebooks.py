@@ -46,7 +46,9 @@ def test_notebook_is_in_sync_with_its_source(name):
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs(name, tmp_path):
+def test_notebook_runs(name, tmp_path, isolated_cache):
+    """Each notebook top to bottom in a kernel of its own, with a cache of this test run's (the kernel inherits
+    KZLAB_CACHE): a built-in, CPU profile or emulated decode left by another run is never what a notebook shows."""
     import nbformat
     from nbclient import NotebookClient
 

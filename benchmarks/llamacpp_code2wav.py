@@ -26,6 +26,27 @@ from workers import Worker
 WINDOW_FRAMES = 72  # clip.cpp:1882 (wav_tfm_swa); at most this many frames a call (clip.cpp:5333)
 
 
+def gen_wav(M, ctx, state: bytes, **fields) -> tuple[np.ndarray | None, bytes, int]:
+    """One GEN_WAV call of mtmd's gen-audio API (`M`: llama_cpp.mtmd_cpp) with the state the previous call handed
+    back (b"" at the stream's start): `fields` set on its input (codes or feats, and their count). Returns the
+    audio, the state this call hands back and the return code (the audio None unless it is 0)."""
+    import ctypes
+
+    inp = M.mtmd_gen_inp_default(ctx)
+    inp.type = M.MTMD_GEN_PROCESS_TYPE_GEN_WAV
+    for name, value in fields.items():
+        setattr(inp, name, value)
+    keep = ctypes.create_string_buffer(state, len(state)) if state else None  # alive through the call
+    inp.state_data = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char)) if keep is not None else None
+    inp.state_size = len(state)
+    out = M.mtmd_gen_out()
+    rc = M.mtmd_gen_audio_process(ctx, ctypes.byref(inp), ctypes.byref(out))
+    if rc != 0:
+        return None, state, rc
+    audio = np.ctypeslib.as_array(out.audio, shape=(out.n_samples,)).copy()
+    return audio, ctypes.string_at(out.state_data, out.state_size), 0
+
+
 def serve(mmproj: str, threads: int) -> None:
     """Worker: load the mmproj file once, then answer one JSON line per decode on stdin."""
     import ctypes
@@ -58,20 +79,12 @@ def serve(mmproj: str, threads: int) -> None:
         for start in range(0, frames, WINDOW_FRAMES):
             t_call = time.perf_counter()
             chunk = np.ascontiguousarray(frame_major[start:start + WINDOW_FRAMES].reshape(-1))
-            inp = M.mtmd_gen_inp_default(ctx)
-            inp.type = M.MTMD_GEN_PROCESS_TYPE_GEN_WAV
-            inp.codes = chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-            inp.n_codes = chunk.size
-            keep = ctypes.create_string_buffer(state, len(state)) if state else None
-            inp.state_data = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char)) if keep is not None else None
-            inp.state_size = len(state)
-            out = M.mtmd_gen_out()
-            rc = M.mtmd_gen_audio_process(ctx, ctypes.byref(inp), ctypes.byref(out))
+            audio, state, rc = gen_wav(M, ctx, state, codes=chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                       n_codes=chunk.size)
             if rc != 0:
                 print(json.dumps({"error": f"mtmd_gen_audio_process returned {rc}"}), flush=True)
                 break
-            pieces.append(np.ctypeslib.as_array(out.audio, shape=(out.n_samples,)).copy())
-            state = ctypes.string_at(out.state_data, out.state_size)
+            pieces.append(audio)
             call_seconds.append(time.perf_counter() - t_call)
         else:
             dt = time.perf_counter() - t0

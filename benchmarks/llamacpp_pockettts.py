@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from llamacpp_code2wav import gen_wav
 from workers import Worker
 
 HERE = Path(__file__).resolve().parent
@@ -109,21 +110,13 @@ def serve(mmproj: str, threads: int, flow_width: int) -> None:
         for start, k in zip(np.cumsum([0] + sizes[:-1]).tolist(), sizes, strict=True):
             chunk = np.ascontiguousarray(frame_major[start:start + k].reshape(-1))
             t_call = time.perf_counter()
-            inp = M.mtmd_gen_inp_default(ctx)
-            inp.type = M.MTMD_GEN_PROCESS_TYPE_GEN_WAV
-            inp.feats = chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-            inp.n_feats = chunk.size
-            keep = ctypes.create_string_buffer(state, len(state)) if state else None
-            inp.state_data = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char)) if keep is not None else None
-            inp.state_size = len(state)
-            o = M.mtmd_gen_out()
-            rc = M.mtmd_gen_audio_process(ctx, ctypes.byref(inp), ctypes.byref(o))
+            audio, state, rc = gen_wav(M, ctx, state, feats=chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                       n_feats=chunk.size)
             if rc != 0:
                 reply(error=f"mtmd_gen_audio_process returned {rc}")
                 ok = False
                 break
-            pieces.append(np.ctypeslib.as_array(o.audio, shape=(o.n_samples,)).copy())
-            state = ctypes.string_at(o.state_data, o.state_size)
+            pieces.append(audio)
             call_seconds.append(time.perf_counter() - t_call)
         if ok:
             np.save(req["out"], np.concatenate(pieces).astype(np.float32))

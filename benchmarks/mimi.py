@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from stream import peak_rss_mb, snr_db  # benchmarks/stream.py: the same SNR and peak RSS
 
 #: the environment as the caller set it: kzlab sets OMP_WAIT_POLICY when it is imported (for ggml's threads); the
 #: PyTorch and llama.cpp workers start with the caller's settings, not kzlab's
@@ -99,18 +99,6 @@ class Watch:
     def __exit__(self, *exc) -> None:
         own = sum(proc_cpu(p) for p in self.pids) - self.p0
         self.foreign = max(0.0, machine_busy() - self.m0 - own)
-
-
-def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
-    out = np.asarray(out, np.float64).reshape(-1)
-    ref = np.asarray(ref, np.float64).reshape(-1)
-    n = min(out.size, ref.size)
-    err = float(np.sum((out[:n] - ref[:n]) ** 2))
-    return float("inf") if err == 0 else float(10 * np.log10(np.sum(ref[:n] ** 2) / err))
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
 
 
 def load_text() -> str:

@@ -169,6 +169,23 @@ class WeightView:
         raise KeyError(name)
 
 
+class StageRun:
+    """A decoder's stages built in order: `run(name, fn)` builds stage `name` as `x = fn(x)` inside its name
+    (`GraphBuilder.stage`, which the layers record) and marks its output, when the stage lies between `first` and
+    `last` (positions in `stages`: a graph may start at a stage, or stop at one); `x` is the activation so far."""
+
+    def __init__(self, b: GraphBuilder, stages: list[str], x: Act | None, first: int = 0, last: int | None = None):
+        self.b, self.stages, self.x = b, stages, x
+        self.first, self.last = first, len(stages) - 1 if last is None else last
+
+    def __call__(self, name: str, fn) -> None:
+        if not self.first <= self.stages.index(name) <= self.last:
+            return
+        self.b.stage = name
+        self.x = fn(self.x)
+        self.b.mark_output(name, self.x)
+
+
 class GraphBuilder:
     """Builds one compute graph. Block functions (kzlab.graph.blocks) call the lowering methods below."""
 

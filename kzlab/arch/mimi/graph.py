@@ -14,7 +14,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.arch.mimi.spec import MimiHParams, stage_input_shape, stage_names
-from kzlab.graph.builder import Act, GraphBuilder, window_mask
+from kzlab.graph.builder import Act, GraphBuilder, StageRun, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -186,13 +186,7 @@ def build_decoder(b: GraphBuilder, hp: MimiHParams, frames: int, start: str | No
         keys = steps + (hp.context - 1 if b.carry is not None else 0)
         mask = b.input("mask", g.GGML_TYPE_F32, keys, steps)
 
-    def run(name: str, fn) -> None:
-        nonlocal x
-        if stages.index(name) < first:
-            return
-        b.stage = name
-        x = fn(x)
-        b.mark_output(name, x)
+    run = StageRun(b, stages, x, first)
 
     if stages[0] == "quantizer":
         run("quantizer", lambda _: quantizer(b, hp, codes, frames))
@@ -211,6 +205,7 @@ def build_decoder(b: GraphBuilder, hp: MimiHParams, frames: int, start: str | No
         return conv_layer(b, x, f"dec.{last}.conv", hp.num_filters, 1, hp.last_kernel)
 
     run(f"decoder.{last}", out)
+    x = run.x
     b.stage = f"decoder.{last}"
     wav = Act(g.ggml_cont(b.ctx, x.t), x.cl) if x.t.contents.view_src else x
     b.mark_output("wav", wav)

@@ -17,7 +17,7 @@ from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.arch.qwen3_tts_12hz.roles import RESIDUAL_DILATIONS
 from kzlab.arch.qwen3_tts_12hz.spec import stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder, window_mask
+from kzlab.graph.builder import Act, GraphBuilder, StageRun, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -342,13 +342,7 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
         keys = frames + (hp.sliding_window - 1 if b.carry is not None else 0)  # streaming: the cached ones too
         mask = b.input("mask", g.GGML_TYPE_F32, keys, frames)
 
-    def run(name: str, fn) -> None:
-        nonlocal x
-        if stages.index(name) < first:
-            return
-        b.stage = name
-        x = fn(x)
-        b.mark_output(name, x)
+    run = StageRun(b, stages, x, first)
 
     L, D, nb = hp.latent_dim, hp.decoder_dim, hp.n_blocks
     run("quantizer", lambda _: quantizer(b, hp, codes, frames))
@@ -365,6 +359,7 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
         lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7, 1)),
     )
     run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
+    x = run.x
     b.stage = f"decoder.{nb + 2}"
     with b.layer(f"dec.{nb + 2}.clamp", "other", c_in=1, c_out=1, t_in=x.T, t_out=x.T):
         # ggml_clamp works in place (it returns a view); copy first so that decoder.6 stays unclamped

@@ -16,7 +16,7 @@ from ggml import ggml as g
 
 from kzlab.arch.wavtokenizer.spec import WavTokenizerHParams, stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import KTAP, Act, GraphBuilder
+from kzlab.graph.builder import KTAP, Act, GraphBuilder, StageRun
 from kzlab.graph.options import LoweringPlan
 
 #: the magnitude clip of the head (outetts ISTFTHead: exp(x).clip(max=1e2))
@@ -331,13 +331,7 @@ def build_decoder(
     else:
         x = Act(b.input("x", g.GGML_TYPE_F32, t, c), False)
 
-    def run(name: str, fn) -> None:
-        nonlocal x
-        if not first <= stages.index(name) <= last:
-            return
-        b.stage = name
-        x = fn(x)
-        b.mark_output(name, x)
+    run = StageRun(b, stages, x, first, last)
 
     C = hp.dim
     run("embd", lambda _: codebook(b, hp, codes, frames))
@@ -355,6 +349,7 @@ def build_decoder(
         run(f"convnext.{i}", lambda x, i=i: convnext_block(b, hp, x, i))
     run("backbone", lambda x: layer_norm(b, hp, x, "output_norm", "output_norm"))
     run("head.linear", lambda x: head(b, hp, x))
+    x = run.x
     if stop is not None:
         _keep(b, stop, x)
         return x

@@ -7,18 +7,12 @@ kzlab imports it.
 
 from __future__ import annotations
 
-import os as _os
 import sys as _sys
 import types as _types
 from importlib import abc as _abc
 
-# ggml's CPU backend runs each graph (each scheduler split) in an OpenMP parallel region; with libgomp's
-# default wait policy its idle threads spin after the region ends, on the cores OpenBLAS's threads need for
-# the next split's MUL_MAT. Sleeping idle threads made the default BLAS + CPU decode about 25 % faster
-# here (benchmarks/decode.py). libgomp reads this when ggml is first loaded, so it is set before that; a value
-# the user set wins, and it has no effect when ggml was imported before kzlab.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+# before anything loads ggml: the OpenMP wait policy libgomp reads once (kzlab/openmp.py)
+from kzlab import openmp as _openmp  # noqa: F401
 from kzlab.errors import (
     BackendError,
     Cancelled,

@@ -20,7 +20,7 @@ from typing import Any
 from kzlab.version import __version__
 
 #: environment variables that change the timings (thread pools and their wait policies)
-THREAD_ENV = ("KZLAB_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+THREAD_ENV = ("KZLAB_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")
 
 

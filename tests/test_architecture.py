@@ -165,8 +165,8 @@ def test_the_checker_finds_what_it_looks_for():
 
 
 NO_GGML = [
-    "kzlab.errors", "kzlab.version", "kzlab.codes", "kzlab.audio", "kzlab.progress", "kzlab.model", "kzlab.formats",
-    "kzlab.loader",
+    "kzlab.errors", "kzlab.version", "kzlab.openmp", "kzlab.codes", "kzlab.audio", "kzlab.progress", "kzlab.model",
+    "kzlab.formats", "kzlab.loader",
     "kzlab.graph.options", "kzlab.graph.prepared", "kzlab.graph.fused.kernels", "kzlab.graph.fused.threads",
     "kzlab.analysis.emulate.htp", "kzlab.analysis.flops", "kzlab.analysis.evolution", "kzlab.analysis.trace",
     "kzlab.plots", "kzlab.report",

@@ -188,7 +188,7 @@ def test_a_workbench_run_reads_the_file_once(monkeypatch):
     assert rec.profile is not None and rec.placement is not None and rec.placement.predicted is not None
     assert opened == [str(WT_GGUF)], opened
     assert rec.family == "wavtokenizer-dec" and rec.family_label and rec.stage_names[0] in rec.decode.stages
-    assert set(rec.not_applicable) == {"convt", "snake", "resunit", "unitconv"}
+    assert set(rec.not_applicable) == {"convt", "snake", "resunit", "unitconv", "attn"}
     assert rec.placement.config["model"] == str(WT_GGUF)
     assert "snake=" not in rec.profile.config["lowering_label"]
 

@@ -66,7 +66,12 @@ from kzlab.runtime.rpc import start_server_process
 srv = start_server_process(threads=1)
 d = kzlab.load("{f32}", backend=srv.address, threads=1)
 ref = kzlab.load("{f32}", threads=1).decode(np.ones((16, 4), np.int32))
-print("remote matches local:", bool(np.allclose(d.decode(np.ones((16, 4), np.int32)), ref, atol=1e-5)), flush=True)
+# the remote graph is a device's (portable ops, the attention's two products), the local one the CPU's (fused nodes,
+# one flash-attention node): the same decode to float32 rounding, which the decoder carries to the waveform at
+# about 100 dB (tests/test_attention.py)
+err = d.decode(np.ones((16, 4), np.int32)).astype(np.float64) - ref
+print("remote matches local:", bool(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum(err**2)) >= 90),
+      flush=True)
 killed = []
 threading.Timer(1.0, lambda: (srv.proc.kill(), killed.append(time.monotonic()))).start()
 try:

@@ -97,10 +97,11 @@ def test_what_if_path_matches_real_blas(tiny_model):
     must still be the real scheduler's."""
     from kzlab.analysis.placement.check import compare
 
-    # the portable mode: simulate() places the device's graph, so the real session must build the same one
+    # the portable mode: simulate() places the device's graph, so the real session must build the same one (the
+    # choices `auto` makes by backend given: a real BLAS + CPU session would take the CPU's, simulate() a device's)
     for low in (
-        Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im"),
-        Lowering(mode="portable", conv="ktap", conv_src1="kernel", convt="direct", mm_chunk=1024),
+        Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im", attn="mulmat"),
+        Lowering(mode="portable", conv="ktap", conv_src1="kernel", convt="direct", mm_chunk=1024, attn="mulmat"),
     ):
         real = compare(tiny_model, low, ["blas", "cpu"], 3)
         p = simulate(

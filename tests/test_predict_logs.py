@@ -20,7 +20,7 @@ CSV = LOGS / "test-backend-ops-perf.csv"
 SQL = LOGS / "test-backend-ops-perf.sql"
 SCHED = LOGS / "sched-debug2-blas-cpu.log"
 TINY_F32 = TINY / "qwentts-tokenizer-f32.gguf"
-LOW = Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im")
+LOW = Lowering(mode="portable", conv="im2col-f32", conv_src1="data", convt="col2im", attn="mulmat")
 MM = "type_a=f16,type_b=f32,m=1024,n={n},k=1024,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1"
 
 

@@ -71,6 +71,9 @@ def type_name(ty: int) -> str:
 FACTS = {
     "SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0}",
     "ROPE": lambda t: f"mode={int(t.contents.op_params[2])}",
+    # ggml-cuda's kernels by the K and V head sizes (fattn.cu 375-422)
+    "FLASH_ATTN_EXT": lambda t: f"dk={int(t.contents.src[1].contents.ne[0])} "
+                                f"dv={int(t.contents.src[2].contents.ne[0])}",
 }
 
 
@@ -181,7 +184,6 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     # ADD, SUB, MUL, DIV: F32/F16 operands and result, no layout condition (5356-5362)
     ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5356-5362"),
     ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): ("accept", "5356-5362"),
-    ("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, ""): ("accept", "5356-5362"),  # convt=shift: two strided slices
     ("MUL", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5358-5362"),
     ("DIV", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5359-5362"),
     # unary ops: ggml_is_contiguous(src0) (5077-5103)
@@ -228,6 +230,15 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     ("CONT", "F32", "F32:strided", C, ""): ("accept", "5378-5379"),
     ("SOFT_MAX", "F32", f"F32:{C}", C, ""): ("accept", "5382-5383"),
     ("SOFT_MAX", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5382-5383"),
+    # FLASH_ATTN_EXT (the CPU's attn='flash' graphs: float32 keys and values, an F16 mask; 5440-5441): a kernel for
+    # a K head of 64 with a V head of 64, F32 K and V of one type, a 2-D mask (fattn.cu 375-387, 425-450; the tile
+    # kernel at the end, 537); the tiny files' heads of 16 have none (420-421)
+    ("FLASH_ATTN_EXT", "F32", f"F32:rows+c2 F32:rows+c2 F32:rows+c2 F16:{C}", C, "dk=64 dv=64"): (
+        "accept", "5440-5441; fattn.cu 375-387, 425-450, 537"),
+    ("FLASH_ATTN_EXT", "F32", f"F32:rows+c2 F32:rows+c2 F32:rows+c2 F16:{C}", C, "dk=16 dv=16"): (
+        "cuda_flash_attn_ext", "5440-5441; fattn.cu 420-421"),
+    ("FLASH_ATTN_EXT", "F32", f"F32:{C} F32:{C} F32:{C} F16:{C}", C, "dk=16 dv=16"): (
+        "cuda_flash_attn_ext", "5440-5441; fattn.cu 420-421"),
     # ROPE: packed elements, contiguous past dim 2, whatever the mode (5394-5397): NEOX (Qwen3-TTS, kyutai's Mimi)
     # and NORMAL (PocketTTS's interleaved pairs)
     ("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=0"): ("accept", "5396"),
@@ -291,15 +302,16 @@ HEXAGON_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, tuple[str, str, 
     # the causal convs' left padding: F32
     ("PAD", "F32", f"F32:{C}", C, ""): (
         "accept", ("3831-3832, 3111-3121", "3911-3912, 3066-3076", "4223-4224, 3318-3329", "4229-4230, 3324-3335")),
-    # the residuals and biases, a transposed conv's trimmed output (a strided slice) plus its bias, convt=shift's
-    # sums of two strided slices, and the layer scales' products: F32, src1 repeatable into src0, nothing permuted
-    # (binary)
+    # the residuals and biases, a transposed conv's trimmed output (a strided slice) plus its bias, and the layer
+    # scales' products: F32, src1 repeatable into src0, nothing permuted (binary)
     ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): (
         "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
     ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): (
         "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
-    ("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, ""): (
-        "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
+    # the CPU's flash attention (attn='flash'): float32 keys and values, where every release takes F16 only
+    **{("FLASH_ATTN_EXT", "F32", f"F32:rows+c2 F32:rows+c2 F32:rows+c2 F16:{C}", C, f"dk={d} dv={d}"): (
+        "hex_flash_attn_ext", ("3771-3772, 2576-2578", "3851-3852, 1892-1894", "4159-4160, 2102-2104",
+                               "4165-4166, 2102-2104")) for d in (64, 16)},
     ("MUL", "F32", f"F32:{C} F32:{C}", C, ""): (
         "accept", ("3697-3701, 2763-2796", "3777-3781, 2718-2751", "4086-4090, 2895-2933", "4092-4096, 2901-2939")),
 }
@@ -385,11 +397,11 @@ def test_hexagon_answers_are_the_sources(table):
 
 
 def test_mimi_builds_both_rope_modes_and_shifted_sums(table):
-    """kyutai's decoder rotates NEOX halves, PocketTTS's NORMAL pairs, and convt=shift adds strided slices: the
-    signatures the Hexagon and CUDA tables must tell apart."""
+    """kyutai's decoder rotates NEOX halves, PocketTTS's NORMAL pairs (the signatures the Hexagon and CUDA tables
+    must tell apart), and convt=shift adds each slice's product in place (ACC of two contiguous tensors)."""
     assert table.families[("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=2")] >= {"mimi-tiny"}
     assert "pockettts-mimi-tiny" in table.families[("ROPE", "F32", f"F32:{C} I32:{C}", C, "mode=0")]
-    assert set(SYNTHETIC) <= table.families[("ADD", "F32", "F32:rows+c2 F32:rows+c2", C, "")]
+    assert set(SYNTHETIC) <= table.families[("ACC", "F32", f"F32:{C} F32:{C}", C, "")]
     assert set(SYNTHETIC) <= table.families[("ELU", "F32", f"F32:{C}", C, "")]
 
 

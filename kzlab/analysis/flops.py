@@ -6,6 +6,8 @@ Conventions (one multiply-add = 2 FLOPs):
 - CONV_TRANSPOSE_1D (the direct lowering): 2 * Cin * Cout * K * T_in, the algorithmic count.
 - elementwise ops: one FLOP per output element (SIN, EXP, ... counted as 1: a count of ops, not of cycles).
 - norms / softmax: a few FLOPs per element, stated below.
+- FLASH_ATTN_EXT: the two products (2 * D * Tq * Tk per head each, as MUL_MAT counts them) and the softmax
+  (SOFT_MAX's 5 per score), over the masked scores too, as the unfused graph computes them.
 - CUSTOM: a decoder family's fused nodes. Only the family knows what its custom nodes compute, so it counts
   them (`kzlab.arch.Arch.custom_flops`, passed here as `custom`); a CUSTOM node no family claims counts
   5 FLOPs per output element (a pointwise chain).
@@ -102,6 +104,10 @@ def op_flops(
         m, n = out.ne[0], out.ne[1]
         batch = out.ne[2] * out.ne[3]
         return 2 * m * n * k * batch
+    if base == "FLASH_ATTN_EXT" and len(srcs) >= 3 and None not in srcs[:3]:
+        q, k, v = srcs[:3]  # q ne [D, Tq, H], k [D, Tk, KV], v [Dv, Tk, KV]
+        scores = q.ne[1] * k.ne[1] * q.ne[2] * q.ne[3]
+        return 2 * scores * (q.ne[0] + v.ne[0]) + PER_ELEMENT["SOFT_MAX"] * scores
     if base == "CONV_TRANSPOSE_1D" and srcs[0] is not None and srcs[1] is not None:
         k, cout, cin = srcs[0].ne[0], srcs[0].ne[1], srcs[0].ne[2]
         t_in = srcs[1].ne[0]

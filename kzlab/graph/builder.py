@@ -41,6 +41,15 @@ def window_mask(queries: np.ndarray, keys: np.ndarray, window: int) -> np.ndarra
     return np.where(allowed, 0.0, -np.inf).astype(np.float32)
 
 
+def fit_mask(t, mask: np.ndarray) -> np.ndarray:
+    """`mask` ([queries, keys], from `window_mask`) as the graph's mask input `t` holds it (`attention_mask`):
+    float32 as it is for SOFT_MAX, or FLASH_ATTN_EXT's float16 with -inf rows padding the queries."""
+    if int(t.contents.type) != g.GGML_TYPE_F16:
+        return mask
+    rows = int(t.contents.ne[1]) - mask.shape[0]
+    return np.pad(mask, ((0, rows), (0, 0)), constant_values=-np.inf).astype(np.float16)
+
+
 @dataclass
 class LayerRecord:
     """One logical layer of the model (what the profiler's `layers` rows are made of)."""
@@ -248,6 +257,34 @@ class GraphBuilder:
         self.inputs[name] = t
         self._name_new("")
         return t
+
+    def attention_mask(self, keys: int, queries: int):
+        """The graph input `mask` of the attention (`attend`): SOFT_MAX's float32 [keys, queries], or with
+        attn='flash' FLASH_ATTN_EXT's float16 with the queries padded to GGML_KQ_MASK_PAD rows (ggml-cpu's kernel
+        asserts it; the padding rows are never queried). `fit_mask` writes a `window_mask` into either."""
+        if self.low.attn == "flash":
+            pad = int(g.GGML_KQ_MASK_PAD)
+            return self.input("mask", g.GGML_TYPE_F16, keys, -(-queries // pad) * pad)
+        return self.input("mask", g.GGML_TYPE_F32, keys, queries)
+
+    def attend(self, q, k, v, mask, scale: float) -> Act:
+        """softmax(scale * k.q + mask) v for every head: q ne [D, H, Tq], k and v ne [D, KV, Tk] (KV divides H:
+        grouped heads share theirs); returns ne [D * H, Tq], channels-last. attn='mulmat': two products around
+        SOFT_MAX (the values transposed first); attn='flash': one FLASH_ATTN_EXT node, which the CPU computes
+        without the scores tensor and which gives [D, H, Tq] directly (a 25-frame kyutai/mimi decode, 8 layers of
+        50 steps: 108 -> 98 ms here, the values' product of 50 x 50 scores alone 0.67 ms a layer on BLAS)."""
+        ctx = self.ctx
+        D, H, Tq = (int(q.contents.ne[i]) for i in range(3))
+        q = g.ggml_permute(ctx, q, 0, 2, 1, 3)  # [D, Tq, H]
+        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, Tk, KV]
+        if self.low.attn == "flash":
+            v = g.ggml_permute(ctx, v, 0, 2, 1, 3)  # [D, Tk, KV]
+            o = g.ggml_flash_attn_ext(ctx, q, k, v, mask, scale, 0.0, 0.0)  # [D, H, Tq]
+        else:
+            vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [Tk, D, KV]
+            kq = g.ggml_soft_max_ext(ctx, g.ggml_mul_mat(ctx, k, q), mask, scale, 0.0)  # [Tk, Tq, H]
+            o = g.ggml_cont(ctx, g.ggml_permute(ctx, g.ggml_mul_mat(ctx, vt, kq), 0, 2, 1, 3))  # [D, H, Tq]
+        return Act(g.ggml_reshape_2d(ctx, o, D * H, Tq), True)
 
     def mark_output(self, stage: str, a: Act) -> None:
         """Record a stage's output; flag it as a graph output (kept to the end) if it will be read.
@@ -644,18 +681,45 @@ class GraphBuilder:
         return self.add_bias(out, bname)
 
     def _convt_shift(self, x: Act, wname: str, cout: int, stride: int, kernel: int, lead: int) -> Act:
-        """The transposed conv as one product of every tap, P = W x (ne [K * C_out, frames]), and its K / stride
-        slices of stride * C_out rows added, slice m shifted by m frames: output frame t * stride + r is
-        sum over m of tap m * stride + r applied to input frame t - m. Channels-last in and out (ne [C_out, stride *
-        T]); no COL2IM_1D and no transposes around it. `lead`: the input frames in front of the call's own (the
-        previous call's in a stream); offline they are padded zeros."""
+        """The transposed conv as products of the stride's taps, summed shifted: with M = K / stride, slice m of
+        the weight (taps m * stride ... m * stride + stride - 1, stride * C_out rows, contiguous in the tap-major
+        layout) applied to input frame t - m gives output frames t * stride ... t * stride + stride - 1. Slice 0
+        reaches every output frame and starts the sum; each later slice is a product over only the input frames
+        it reads, added in place (ACC) into the frames it reaches. No COL2IM_1D, no transposes, and no padded copy
+        of the input (PAD writes it once more, one element at a time: 6 ms of a 25-frame decode of kyutai/mimi
+        here). Channels-last in and out (ne [C_out, stride * T]). `lead`: the input frames in front of the call's
+        own (the previous call's in a stream); offline the frames before the first are zeros, which a slice's
+        product simply skips."""
         ctx = self.ctx
         if kernel % stride:
             raise InvalidOptionError(f"convt='shift' adds whole slices of the stride's taps; this transposed conv's "
                                      f"kernel {kernel} is not a multiple of its stride {stride}: use convt='col2im'")
         M = kernel // stride
         xl = self.as_cl(x)
-        xp = self.pad_left(xl, M - 1 - lead)  # zeros for the frames before the first (none when a stream has them)
+        T = xl.T - lead
+        rows = stride * cout
+        W = self.w[wname]
+        nbw = int(W.contents.nb[1])
+        if 4 * rows * T >= SET_MAX_OFFSET:  # ACC keeps its byte offsets in 32 bits
+            return self._convt_shift_padded(xl, wname, cout, stride, M, lead)
+
+        def product(m: int, t0: int) -> Act:
+            wm = g.ggml_view_2d(ctx, W, int(W.contents.ne[0]), rows, nbw, m * rows * nbw)
+            return Act(self.mul_mat(wm, self.time_view(xl, t0 + lead - m, T - t0).t), True)
+
+        acc = product(0, 0)
+        nb = [int(v) for v in acc.t.contents.nb[1:4]]
+        for m in range(1, M):
+            t0 = max(0, m - lead)
+            if t0 < T:
+                acc = Act(g.ggml_acc_inplace(ctx, acc.t, product(m, t0).t, *nb, t0 * nb[0]), True)
+        return Act(g.ggml_reshape_2d(ctx, acc.t, cout, stride * T), True)
+
+    def _convt_shift_padded(self, xl: Act, wname: str, cout: int, stride: int, M: int, lead: int) -> Act:
+        """`_convt_shift` for outputs past ACC's 32-bit offsets: one product of every tap over the input with
+        zeros padded in front, its slices added as shifted views."""
+        ctx = self.ctx
+        xp = self.pad_left(xl, M - 1 - lead)
         T = xp.T - (M - 1)
         P = self.mul_mat(self.w[wname], xp.t)  # ne [K * C_out, T + M - 1]
         nb1 = int(P.contents.nb[1])

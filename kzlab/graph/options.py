@@ -42,6 +42,7 @@ DWCONV_CHOICES = ("direct", "taps")
 DWMLP_CHOICES = ("auto", "fused", "ops")
 UNITCONV_CHOICES = ("auto", "direct", "winograd")
 NORMCONV_CHOICES = ("auto", "fused", "ops")
+ATTN_CHOICES = ("auto", "flash", "mulmat")
 #: what a plan's mode can be
 MODES = ("portable", "fast")
 #: options with a fused (kzlab CPU node) choice, and the ggml-op choice `portable` resolves `auto` to
@@ -66,9 +67,10 @@ HELP = {
     "MUL_MAT with more than 1024 src1 rows) or wtype quantizes (with the data as src1 the conv weights would be "
     "quantized too and ggml-cpu's product then quantizes the activations as well: the WavTokenizer tiny file's "
     "Q8_0 waveform 25 -> 23 dB from PyTorch)",
-    "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; shift = one mul_mat of every tap, then "
-    "its K / stride slices added, each shifted by its frames (views and ADDs, channels-last in and out; a kernel "
-    "that is a multiple of the stride, col2im otherwise); direct = ggml_conv_transpose_1d; "
+    "convt": "conv-transpose lowering: col2im = mul_mat + ggml_col2im_1d; shift = one mul_mat per slice of stride "
+    "taps (K / stride of them), each over the input frames it reads, added in place (ACC) shifted by its frames "
+    "(channels-last in and out, no padded copy; a kernel that is a multiple of the stride, col2im otherwise); "
+    "direct = ggml_conv_transpose_1d; "
     "fused = in the BigVGAN blocks, the SnakeBeta before it and the transposed conv as one kzlab CPU node (numpy "
     "BLAS products on tiles and the overlap-add in cache; ggml's threads split the frames, or the output channels "
     "of a weight above 32 MB; CPU and BLAS backends only), col2im elsewhere; auto = fused where every backend is "
@@ -106,6 +108,10 @@ HELP = {
     "a node for the GroupNorm's statistics, CPU and BLAS backends only; ops = ggml ops; auto = fused where every "
     "backend is the CPU or BLAS and the options it replaces (conv, conv_src1, mm_chunk, wtype) are left at their "
     "defaults",
+    "attn": "the transformers' attention: mulmat = scores by a product, SOFT_MAX with the mask, a product with the "
+    "transposed values; flash = one FLASH_ATTN_EXT node (F32 keys and values, the mask F16; no scores tensor, and "
+    "the CPU computes it in one pass); auto = flash where every backend is the CPU or BLAS, mulmat where a device "
+    "takes part (the graph a device port writes, and what the Hexagon profiles hold)",
     "dwconv": "depthwise convs of families that have them: direct = one CONV_2D_DW node (fastest on the CPU); taps = "
     "K shifted MUL + ADD nodes (ops every device backend takes, e.g. the Hexagon NPU, which refuses CONV_2D_DW)",
 }
@@ -140,6 +146,7 @@ class Lowering:
     dwmlp: str = "auto"
     unitconv: str = "auto"
     normconv: str = "auto"
+    attn: str = "auto"
 
     def __post_init__(self) -> None:
         for name, choices in (
@@ -156,6 +163,7 @@ class Lowering:
             ("dwmlp", DWMLP_CHOICES),
             ("unitconv", UNITCONV_CHOICES),
             ("normconv", NORMCONV_CHOICES),
+            ("attn", ATTN_CHOICES),
         ):
             v = getattr(self, name)
             if v not in choices:
@@ -255,6 +263,8 @@ class Lowering:
         if self.wtype in QUANTIZED_WTYPES:  # the convs' weights stay F32 (see HELP["conv_src1"])
             by_backend["conv_src1"] = "kernel"
         made.update({n: v for n, v in by_backend.items() if getattr(self, n) == "auto"})
+        if self.attn == "auto":
+            made["attn"] = "flash" if cpu_only else "mulmat"
         plan_mode = "fast" if "fused" in made.values() else "portable"
         if self.unitconv == "winograd" and made["resunit"] != "fused":
             raise InvalidOptionError(
@@ -283,6 +293,8 @@ class Lowering:
         device = {n: v for n, v in CONV_AUTO_DEVICE.items() if getattr(self, n) == "auto"}
         if self.convt in ("auto", "fused"):  # as a device resolves it (a family without fused nodes: shift on the CPU)
             device["convt"] = "col2im"
+        if self.attn == "auto":
+            device["attn"] = "mulmat"
         return Lowering(**{**self.to_dict(), **fused, **device, "mode": "portable"})
 
     def resolved(self, cpu_only: bool) -> LoweringPlan:
@@ -309,6 +321,8 @@ class Lowering:
             parts.append(f"gelu={self.gelu}")
         if self.istft != "host" and show["istft"]:
             parts.append(f"istft={self.istft}")
+        if self.attn == "flash" and show["attn"]:
+            parts.append("attn=flash")
         if self.dwconv != "direct" and show["dwconv"]:
             parts.append(f"dwconv={self.dwconv}")
         if self.dwmlp != "ops" and show["dwmlp"]:

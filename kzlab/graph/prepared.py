@@ -248,8 +248,11 @@ def _winograd(role: str, w: Weight, n: int) -> Prepared:
 
 def _prepare_conv(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:
     cout, cin, k = w.shape
-    if low.conv == "im2col-f32" and low.conv_src1 == "kernel" and cout == 1 and k > 1:
+    if cout == 1 and k > 1 and ((low.conv == "im2col-f32" and low.conv_src1 == "kernel")
+                                or (low.conv in ("ktap", "ktap-acc") and low.conv_src1 == "data")):
         # one output channel (the waveform conv): the activation is src0, the K taps are the 2-D src1, ne [C_in, K]
+        # (GraphBuilder._taps_conv); with the data as src1, K products of one output row would each be a
+        # vector-dot pass over the whole input (ggml-blas takes no product of fewer than 32 rows)
         p = _matrix(role, w, lambda a: a[0].T, (cin, k), "F32", False)
         p.layout = "taps"
         return p

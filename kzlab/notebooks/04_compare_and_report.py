@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -83,7 +83,7 @@ if a.profile is not None and b.profile is not None:
 # %%
 from kzlab import placement_diff
 
-low = kzlab.Lowering(mode="portable", conv="im2col-f32", conv_src1="data")
+low = kzlab.Lowering(mode="portable", conv="im2col-f32", conv_src1="data").portable()  # the graph a device runs
 cpu_prof = kzlab.profile(model, frames=FRAMES, backend="cpu", sched=False, lowering=low, repeat=1, warmup=1,
                          peak=False, progress=False)
 pa, pb = (kzlab.simulate(model, prof, frames=FRAMES, lowering=low, predict={"cpu_profile": cpu_prof})

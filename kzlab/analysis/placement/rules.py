@@ -221,6 +221,29 @@ def hex_softmax(t, env: Env, arg) -> str | None:
     return None
 
 
+@rule("hex_flash_attn_ext")
+def hex_flash_attn_ext(t, env: Env, arg) -> str | None:
+    """FLASH_ATTN_EXT (ggml_hexagon_supported_flash_attn_ext: 707321c4 lines 2567-2600, eced84c8 1883-1916,
+    8599e0ea 2093-2137): Q F16 or F32, K and V F16, an F16 mask, F32 sinks, an F32 or F16 result with ne[3] = 1;
+    from v0.21.0 (`arg` "vtcm") also the kernel's parameters and their VTCM against the session's budget
+    (ggml_hexagon_precompute_flash_attn_params), which is not modelled: an attention that passes the types is
+    refused there with that said. kzlab's flash graphs (attn='flash', the CPU's) hold float32 keys and values:
+    refused on their types in every release."""
+    q, k, v = src(t, 0), src(t, 1), src(t, 2)
+    mask, sinks = t.contents.src[3], t.contents.src[4]
+    if q.contents.type not in (F16, F32) or k.contents.type != F16 or v.contents.type != F16:
+        return "K and V must be F16 (Q F16 or F32)"
+    if mask and mask.contents.type != F16:
+        return "mask must be F16"
+    if sinks and sinks.contents.type != F32:
+        return "sinks must be F32"
+    if t.contents.type not in (F32, F16) or ne(t)[3] != 1:
+        return "result must be F32 or F16 with ne[3] = 1"
+    if arg == "vtcm":
+        return "the kernel's parameters and VTCM budget (ggml_hexagon_precompute_flash_attn_params) are not modelled"
+    return None
+
+
 @rule("hex_rope")
 def hex_rope(t, env: Env, arg) -> str | None:
     """ggml_hexagon_supported_rope. Without arg (0.15.2, 0.15.3): VISION refused, every operand contiguous. arg
@@ -644,6 +667,38 @@ def cuda_acc(t, env: Env, arg) -> str | None:
     for i in (0, 1):
         if not g.ggml_is_contiguous(src(t, i)):
             return f"src{i} not contiguous"
+    return None
+
+
+#: fattn.cu eced84c8 lines 375-422: the K head sizes with a kernel for a V head of the same size (192, 320, 512 and 576
+#: pair with other V heads, under grouped-query conditions, lines 388-419)
+CUDA_FA_HEADS = (40, 64, 72, 80, 96, 112, 128, 256)
+CUDA_FA_GQA_HEADS = (192, 320, 512, 576)
+
+
+@rule("cuda_flash_attn_ext")
+def cuda_flash_attn_ext(t, env: Env, arg) -> str | None:
+    """FLASH_ATTN_EXT (line 5440-5441: ggml_cuda_flash_attn_ext_supported, fattn.cu 595-596, true when
+    ggml_cuda_get_best_fattn_kernel, lines 340-538, finds a kernel): the K head size has one and V's head is its
+    size (375-422), K and V one type (425-427) of F32, F16, Q4_0, Q8_0 or BF16 (430-446), a mask not broadcast
+    over dim 2 (448-450); past those checks some kernel always runs it (the tile kernel last, line 537). The four
+    head sizes whose kernels need grouped-query conditions are refused here, as kzlab's graphs never build them.
+    Assumes FLASH_ATTN_AVAILABLE, which CUDA builds define (HIP and MUSA builds may not)."""
+    q, k, v = src(t, 0), src(t, 1), src(t, 2)
+    dk, dv = int(k.contents.ne[0]), int(v.contents.ne[0])
+    if dk in CUDA_FA_GQA_HEADS:
+        return f"head size {dk}: its kernels need grouped-query conditions (fattn.cu 388-419) not modelled here"
+    if dk not in CUDA_FA_HEADS or dv != dk:
+        return f"no kernel for K head {dk} with V head {dv}"
+    if k.contents.type != v.contents.type:
+        return "K and V of different types"
+    if k.contents.type not in (F32, g.GGML_TYPE_F16, g.GGML_TYPE_Q4_0, g.GGML_TYPE_Q8_0, g.GGML_TYPE_BF16):
+        return "K's type has no kernel"
+    mask = t.contents.src[3]
+    if mask and int(mask.contents.ne[2]) != 1:
+        return "mask broadcast over dim 2"
+    if int(q.contents.ne[2]) % int(k.contents.ne[2]):
+        return "query heads not a multiple of K's (GGML_ASSERT, line 353)"
     return None
 
 

@@ -200,6 +200,9 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
             cpu, dev = (", ".join(d.values()) for d in (CONV_AUTO_CPU, CONV_AUTO_DEVICE))
             hint = (f" (conv and conv_src1 'auto' are {cpu} on the CPU and {dev} for a device: profile "
                     "`lowering.portable()`; on the command line `--lowering device`)")
+        elif "attn" in diff:
+            hint = (" (attn 'auto' is flash on the CPU and mulmat for a device: profile `lowering.portable()`; on "
+                    "the command line `--lowering device`)")
         raise InvalidInputError(
             f"the {where} is of another lowering: {got}; profile the placement's graph (same options, "
             f"mode='portable') on the CPU{hint}"

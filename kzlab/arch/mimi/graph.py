@@ -14,7 +14,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.arch.mimi.spec import MimiHParams, stage_input_shape, stage_names
-from kzlab.graph.builder import Act, GraphBuilder, StageRun, window_mask
+from kzlab.graph.builder import Act, GraphBuilder, StageRun, fit_mask, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -91,12 +91,7 @@ def attention(b: GraphBuilder, hp: MimiHParams, x: Act, h: Act, i: int, pos, mas
         k = g.ggml_rope_ext(ctx, k, pos, None, D, mode, 0, hp.rope_theta, 1.0, 0.0, 1.0, 0.0, 0.0)
         k = b.kv_cache(f"tfm.blk.{i}.attn.k", k, hp.context - 1)
         v = b.kv_cache(f"tfm.blk.{i}.attn.v", v, hp.context - 1)
-        q = g.ggml_permute(ctx, q, 0, 2, 1, 3)  # [D, T, H]
-        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, Tk, H]
-        vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [Tk, D, H]
-        kq = g.ggml_soft_max_ext(ctx, g.ggml_mul_mat(ctx, k, q), mask, 1.0 / math.sqrt(D), 0.0)  # [Tk, Tq, H]
-        o = g.ggml_cont(ctx, g.ggml_permute(ctx, g.ggml_mul_mat(ctx, vt, kq), 0, 2, 1, 3))  # [D, H, T]
-        o = Act(g.ggml_reshape_2d(ctx, o, D * H, T), True)
+        o = b.attend(q, k, v, mask, 1.0 / math.sqrt(D))
         o = b.mul_chan(b.linear(o, p + "attn_o.weight"), p + "attn_scale")
         return Act(g.ggml_add(ctx, x.t, o.t), True)
 
@@ -184,7 +179,7 @@ def build_decoder(b: GraphBuilder, hp: MimiHParams, frames: int, start: str | No
     if hp.num_layers and first <= stages.index(f"transformer.{hp.num_layers - 1}"):
         pos = b.input("pos", g.GGML_TYPE_I32, steps)
         keys = steps + (hp.context - 1 if b.carry is not None else 0)
-        mask = b.input("mask", g.GGML_TYPE_F32, keys, steps)
+        mask = b.attention_mask(keys, steps)
 
     run = StageRun(b, stages, x, first)
 
@@ -218,7 +213,8 @@ def feed(hp: MimiHParams, frames: int, inputs: dict) -> dict:
         return {}
     n = frames * hp.upsample_stride
     steps = np.arange(n)
-    return {"pos": steps.astype(np.int32), "mask": window_mask(steps[:, None], steps[None, :], hp.context)}
+    mask = window_mask(steps[:, None], steps[None, :], hp.context)
+    return {"pos": steps.astype(np.int32), "mask": fit_mask(inputs["mask"], mask)}
 
 
 def feed_stream(hp: MimiHParams, frames: int, position: int, inputs: dict) -> dict:
@@ -230,7 +226,7 @@ def feed_stream(hp: MimiHParams, frames: int, position: int, inputs: dict) -> di
     s0, n, W = position * hp.upsample_stride, frames * hp.upsample_stride, hp.context
     q = s0 + np.arange(n)[:, None]
     k = s0 - (W - 1) + np.arange(W - 1 + n)[None, :]
-    return {"pos": np.arange(s0, s0 + n, dtype=np.int32), "mask": window_mask(q, k, W)}
+    return {"pos": np.arange(s0, s0 + n, dtype=np.int32), "mask": fit_mask(inputs["mask"], window_mask(q, k, W))}
 
 
 def finish(outputs: dict, plan: LoweringPlan, hp: MimiHParams) -> dict:

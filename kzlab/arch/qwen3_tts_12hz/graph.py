@@ -17,7 +17,7 @@ from kzlab.arch.qwen3_tts_12hz.hparams import HParams
 from kzlab.arch.qwen3_tts_12hz.roles import RESIDUAL_DILATIONS
 from kzlab.arch.qwen3_tts_12hz.spec import stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import Act, GraphBuilder, StageRun, window_mask
+from kzlab.graph.builder import Act, GraphBuilder, StageRun, fit_mask, window_mask
 from kzlab.graph.options import LoweringPlan
 
 
@@ -164,14 +164,7 @@ def attention(b: GraphBuilder, hp: HParams, x: Act, h: Act, i: int, pos, mask) -
         )
         k = b.kv_cache(f"tfm.blk.{i}.attn.k", k, hp.sliding_window - 1)  # streaming: [D, KV, window - 1 + T]
         v = b.kv_cache(f"tfm.blk.{i}.attn.v", v, hp.sliding_window - 1)
-        q = g.ggml_permute(ctx, q, 0, 2, 1, 3)  # [D, T, H]
-        k = g.ggml_permute(ctx, k, 0, 2, 1, 3)  # [D, Tk, KV]
-        vt = g.ggml_cont(ctx, g.ggml_permute(ctx, v, 1, 2, 0, 3))  # [Tk, D, KV]
-        kq = g.ggml_mul_mat(ctx, k, q)  # [Tk, Tq, H]
-        kq = g.ggml_soft_max_ext(ctx, kq, mask, 1.0 / math.sqrt(D), 0.0)
-        o = g.ggml_mul_mat(ctx, vt, kq)  # [D, Tq, H]
-        o = g.ggml_cont(ctx, g.ggml_permute(ctx, o, 0, 2, 1, 3))  # [D, H, T]
-        o = Act(g.ggml_reshape_2d(ctx, o, D * H, T), True)
+        o = b.attend(q, k, v, mask, 1.0 / math.sqrt(D))
         o = b.mul_chan(b.linear(o, p + "attn_o.weight"), p + "attn_scale")
         return Act(g.ggml_add(ctx, x.t, o.t), True)
 
@@ -340,7 +333,7 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
     if need_tfm:
         pos = b.input("pos", g.GGML_TYPE_I32, frames)
         keys = frames + (hp.sliding_window - 1 if b.carry is not None else 0)  # streaming: the cached ones too
-        mask = b.input("mask", g.GGML_TYPE_F32, keys, frames)
+        mask = b.attention_mask(keys, frames)
 
     run = StageRun(b, stages, x, first)
 
@@ -373,7 +366,8 @@ def feed(hp: HParams, frames: int, inputs: dict) -> dict:
     if "pos" not in inputs:
         return {}
     t = np.arange(frames)
-    return {"pos": t.astype(np.int32), "mask": window_mask(t[:, None], t[None, :], hp.sliding_window)}
+    mask = window_mask(t[:, None], t[None, :], hp.sliding_window)
+    return {"pos": t.astype(np.int32), "mask": fit_mask(inputs["mask"], mask)}
 
 
 def feed_stream(hp: HParams, frames: int, position: int, inputs: dict) -> dict:
@@ -385,7 +379,8 @@ def feed_stream(hp: HParams, frames: int, position: int, inputs: dict) -> dict:
     W = hp.sliding_window
     q = position + np.arange(frames)[:, None]
     k = position - (W - 1) + np.arange(W - 1 + frames)[None, :]
-    return {"pos": np.arange(position, position + frames, dtype=np.int32), "mask": window_mask(q, k, W)}
+    mask = fit_mask(inputs["mask"], window_mask(q, k, W))
+    return {"pos": np.arange(position, position + frames, dtype=np.int32), "mask": mask}
 
 
 def finish(outputs: dict, plan: LoweringPlan, hp: HParams) -> dict:

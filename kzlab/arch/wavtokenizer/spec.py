@@ -290,6 +290,8 @@ class WavTokenizerDec:
         "snake": "this decoder has no SnakeBeta activation (its activations are swish and GELU)",
         "resunit": "this decoder has no BigVGAN residual units",
         "unitconv": "this decoder has no BigVGAN residual units",
+        "attn": "this decoder's one attention (in its mid blocks) has one head over every frame and no mask: two "
+                "products around SOFT_MAX",
     })
 
     def detect(self, architecture: str | None, tensor_names: Sequence[str]) -> bool:

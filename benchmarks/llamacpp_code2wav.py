@@ -47,12 +47,10 @@ def gen_wav(M, ctx, state: bytes, **fields) -> tuple[np.ndarray | None, bytes, i
     return audio, ctypes.string_at(out.state_data, out.state_size), 0
 
 
-def serve(mmproj: str, threads: int) -> None:
-    """Worker: load the mmproj file once, then answer one JSON line per decode on stdin."""
-    import ctypes
-
+def open_context(M, mmproj: str, threads: int):
+    """mtmd's context of `mmproj` on the CPU with `threads` threads (`M`: llama_cpp.mtmd_cpp), its timings not
+    printed and no warm-up run (the benchmarks time their own first calls); None when the file does not load."""
     import llama_cpp
-    from llama_cpp import mtmd_cpp as M
 
     llama_cpp.llama_backend_init()
     params = M.mtmd_context_params_default()
@@ -60,7 +58,16 @@ def serve(mmproj: str, threads: int) -> None:
     params.print_timings = False
     params.n_threads = threads
     params.warmup = False
-    ctx = M.mtmd_init_from_file(mmproj.encode(), None, params)
+    return M.mtmd_init_from_file(mmproj.encode(), None, params) or None
+
+
+def serve(mmproj: str, threads: int) -> None:
+    """Worker: load the mmproj file once, then answer one JSON line per decode on stdin."""
+    import ctypes
+
+    from llama_cpp import mtmd_cpp as M
+
+    ctx = open_context(M, mmproj, threads)
     if not ctx:
         print(json.dumps({"error": f"mtmd_init_from_file failed for {mmproj}"}), flush=True)
         return

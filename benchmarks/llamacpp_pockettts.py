@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from llamacpp_code2wav import gen_wav
+from llamacpp_code2wav import gen_wav, open_context
 from workers import Worker
 
 HERE = Path(__file__).resolve().parent
@@ -68,13 +68,7 @@ def serve(mmproj: str, threads: int, flow_width: int) -> None:
     if missing or "feats" not in dict(M.mtmd_gen_inp._fields_):
         reply(error=f"llama-cpp-python {llama_cpp.__version__} lacks {missing or 'mtmd_gen_inp.feats'}")
         return
-    llama_cpp.llama_backend_init()
-    params = M.mtmd_context_params_default()
-    params.use_gpu = False
-    params.print_timings = False
-    params.n_threads = threads
-    params.warmup = False
-    ctx = M.mtmd_init_from_file(mmproj.encode(), None, params)
+    ctx = open_context(M, mmproj, threads)
     if not ctx:
         reply(error=f"mtmd_init_from_file failed for {mmproj}")
         return

@@ -20,7 +20,7 @@ from ggml import ggml as g
 
 from kzlab.errors import InvalidOptionError
 from kzlab.graph import fused
-from kzlab.graph.options import LoweringPlan
+from kzlab.graph.options import KTAP, LoweringPlan
 from kzlab.graph.prepared import Prepared
 
 GGML_TYPES = {"F32": g.GGML_TYPE_F32, "F16": g.GGML_TYPE_F16, "BF16": g.GGML_TYPE_BF16, "Q8_0": g.GGML_TYPE_Q8_0}
@@ -28,8 +28,6 @@ TYPE_NAMES = {v: k for k, v in GGML_TYPES.items()} | {g.GGML_TYPE_I32: "I32"}
 MAX_NODES = 32768
 #: ggml_set keeps its byte offset in an int32 op parameter and asserts it is below 1 GiB
 SET_MAX_OFFSET = 1 << 30
-#: the conv lowerings of K shifted products (kzlab.graph.options.CONV_CHOICES)
-KTAP = ("ktap", "ktap-acc")
 MAX_TILES = 64  # per conv: beyond it a tile grows instead, so a very long input cannot exhaust the graph
 
 

@@ -29,6 +29,12 @@ CONV_SRC1_CHOICES = ("auto", "data", "kernel")
 #: v0.15.2 takes up to 1024 of)
 CONV_AUTO_CPU = {"conv": "ktap-acc", "conv_src1": "data"}
 CONV_AUTO_DEVICE = {"conv": "im2col-f32", "conv_src1": "kernel"}
+#: every choice `auto` makes by backend: the convs' (above) and the attention's (`attn`: one FLASH_ATTN_EXT node on
+#: the CPU and BLAS; where a device takes part, the two products around SOFT_MAX a device port writes)
+AUTO_CPU = {**CONV_AUTO_CPU, "attn": "flash"}
+AUTO_DEVICE = {**CONV_AUTO_DEVICE, "attn": "mulmat"}
+#: the conv lowerings of K shifted products
+KTAP = ("ktap", "ktap-acc")
 #: weight types that quantize: with the kernel as src1 a conv's weights stay F32 (src1 is never quantized)
 QUANTIZED_WTYPES = ("q8_0",)
 CONVT_CHOICES = ("auto", "col2im", "shift", "direct", "fused")
@@ -259,12 +265,10 @@ class Lowering:
         }
         choice.update({n: FUSABLE[n] for n in absent})
         made = {n: choice[n] if getattr(self, n) == "auto" else getattr(self, n) for n in FUSABLE}
-        by_backend = dict(CONV_AUTO_CPU if cpu_only else CONV_AUTO_DEVICE)
+        by_backend = dict(AUTO_CPU if cpu_only else AUTO_DEVICE)
         if self.wtype in QUANTIZED_WTYPES:  # the convs' weights stay F32 (see HELP["conv_src1"])
             by_backend["conv_src1"] = "kernel"
         made.update({n: v for n, v in by_backend.items() if getattr(self, n) == "auto"})
-        if self.attn == "auto":
-            made["attn"] = "flash" if cpu_only else "mulmat"
         plan_mode = "fast" if "fused" in made.values() else "portable"
         if self.unitconv == "winograd" and made["resunit"] != "fused":
             raise InvalidOptionError(
@@ -285,16 +289,14 @@ class Lowering:
 
     def portable(self) -> Lowering:
         """This request in portable mode, its fused choices back to `auto` and the choices `auto` makes by backend
-        (`conv`, `conv_src1`) made as for a device: the graph a device port of it runs, on any backend. What the
+        (`conv`, `conv_src1`, `attn`) made as for a device: the graph a device port of it runs, on any backend. What the
         placement simulator places for this request, so a CPU profile of it prices the simulated graph's nodes."""
         fused = {n: "auto" for n in FUSABLE if getattr(self, n) == "fused"}
         if self.unitconv == "winograd":  # computed inside the fused unit only
             fused["unitconv"] = "auto"
-        device = {n: v for n, v in CONV_AUTO_DEVICE.items() if getattr(self, n) == "auto"}
+        device = {n: v for n, v in AUTO_DEVICE.items() if getattr(self, n) == "auto"}
         if self.convt in ("auto", "fused"):  # as a device resolves it (a family without fused nodes: shift on the CPU)
             device["convt"] = "col2im"
-        if self.attn == "auto":
-            device["attn"] = "mulmat"
         return Lowering(**{**self.to_dict(), **fused, **device, "mode": "portable"})
 
     def resolved(self, cpu_only: bool) -> LoweringPlan:

@@ -20,7 +20,7 @@ import numpy as np
 from kzlab.arch import arch_of
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.fused import winograd
-from kzlab.graph.options import LoweringPlan
+from kzlab.graph.options import KTAP, LoweringPlan
 from kzlab.model.model import Model, Weight
 
 QK8_0 = 32
@@ -249,7 +249,7 @@ def _winograd(role: str, w: Weight, n: int) -> Prepared:
 def _prepare_conv(role: str, w: Weight, low: LoweringPlan, fam: _Family) -> Prepared:
     cout, cin, k = w.shape
     if cout == 1 and k > 1 and ((low.conv == "im2col-f32" and low.conv_src1 == "kernel")
-                                or (low.conv in ("ktap", "ktap-acc") and low.conv_src1 == "data")):
+                                or (low.conv in KTAP and low.conv_src1 == "data")):
         # one output channel (the waveform conv): the activation is src0, the K taps are the 2-D src1, ne [C_in, K]
         # (GraphBuilder._taps_conv); with the data as src1, K products of one output row would each be a
         # vector-dot pass over the whole input (ggml-blas takes no product of fewer than 32 rows)

@@ -41,7 +41,7 @@ from kzlab.analysis.predict.parameters import (
     observed_spread,
 )
 from kzlab.errors import InvalidInputError
-from kzlab.graph.options import CONV_AUTO_CPU, CONV_AUTO_DEVICE
+from kzlab.graph.options import AUTO_CPU, AUTO_DEVICE
 
 CPU_NAMES = {"cpu"}
 
@@ -196,13 +196,11 @@ def check_same_graph(profile: dict[str, Any], placement_config: dict[str, Any], 
     if diff:
         got = ", ".join(f"{k}={mine.get(k)!r} (placement: {theirs[k]!r})" for k in diff)
         hint = ""
-        if {"conv", "conv_src1"} & set(diff):
-            cpu, dev = (", ".join(d.values()) for d in (CONV_AUTO_CPU, CONV_AUTO_DEVICE))
-            hint = (f" (conv and conv_src1 'auto' are {cpu} on the CPU and {dev} for a device: profile "
-                    "`lowering.portable()`; on the command line `--lowering device`)")
-        elif "attn" in diff:
-            hint = (" (attn 'auto' is flash on the CPU and mulmat for a device: profile `lowering.portable()`; on "
-                    "the command line `--lowering device`)")
+        by_backend = [k for k in AUTO_CPU if k in diff]
+        if by_backend:  # choices `auto` makes by backend: the CPU profile was taken of the CPU's, not a device's
+            cpu, dev = (", ".join(d[k] for k in by_backend) for d in (AUTO_CPU, AUTO_DEVICE))
+            hint = (f" ({' and '.join(by_backend)} 'auto' {'are' if len(by_backend) > 1 else 'is'} {cpu} on the CPU "
+                    f"and {dev} for a device: profile `lowering.portable()`; on the command line `--lowering device`)")
         raise InvalidInputError(
             f"the {where} is of another lowering: {got}; profile the placement's graph (same options, "
             f"mode='portable') on the CPU{hint}"

@@ -16,8 +16,8 @@ from ggml import ggml as g
 
 from kzlab.arch.wavtokenizer.spec import WavTokenizerHParams, stage_input_shape, stage_names
 from kzlab.graph import fused
-from kzlab.graph.builder import KTAP, Act, GraphBuilder, StageRun
-from kzlab.graph.options import LoweringPlan
+from kzlab.graph.builder import Act, GraphBuilder, StageRun
+from kzlab.graph.options import KTAP, LoweringPlan
 
 #: the magnitude clip of the head (outetts ISTFTHead: exp(x).clip(max=1e2))
 MAG_MAX = 100.0

@@ -8,8 +8,12 @@ Mimi is the decoder of kyutai/mimi (codes in) and of PocketTTS (latents in).
    weights, read from the same GGUF by gguf-py (benchmarks/torch_mimi.py, a worker process: kzlab's environment has
    no torch, and the two OpenMP runtimes stay apart). Same random codes [32, T] on both sides; one untimed decode
    each, then `--runs` timed runs taken in turns (kzlab, PyTorch, then PyTorch, kzlab, ...) so that the ratio comes
-   from runs interleaved in time; medians. The SNR of kzlab's waveform against PyTorch's says the two computed the
-   same decoder. The issue's target: kzlab / PyTorch <= 0.8 at 2 threads.
+   from runs interleaved in time; medians. Every timed run starts after `--settle` seconds of idle (0.25 s): a
+   side's threads do not stop when its decode returns (PyTorch's libgomp spins before it sleeps, and whichever ran
+   last has the caches), and the run after it pays for that. Measured on the 2-core EPYC, 25 frames, 2 threads, no
+   pause: kzlab 87-106 ms right after a PyTorch run against 80-82 ms right after its own; 0.1 s between: 80-86 ms.
+   The same pause before either side's runs: each is timed from an idle machine. The SNR of kzlab's waveform
+   against PyTorch's says the two computed the same decoder. The issue's target: kzlab / PyTorch <= 0.8 at 2 threads.
 2. kzlab's stream of the same codes in chunks of K frames (`Decoder.stream()`, graphs prepared before the first push,
    as benchmarks/stream.py does): each call's time, the time to first audio (the first call, "compute"; "live" adds
    the K frames' arrival at 12.5 Hz), the real-time factor, the carried state's size, and the SNR against kzlab's
@@ -164,6 +168,7 @@ def offline(args, dec, torch_side, cases: dict[str, np.ndarray]) -> tuple[list[d
         for i in range(args.runs):
             order = ("kzlab", "torch") if i % 2 == 0 else ("torch", "kzlab")
             for side in order:
+                time.sleep(args.settle)  # the other side's threads gone idle first (see --settle)
                 if side == "kzlab":
                     with Watch(pids) as w:
                         t0 = time.perf_counter()
@@ -438,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pocket-sizes", default="1,4,8,16",
                    help="the PocketTTS streams: frames per call (8: llama.cpp's own pipeline's)")
     p.add_argument("--stream-frames", type=int, default=125, help="frames streamed (codes and latents)")
+    p.add_argument("--settle", type=float, default=0.25,
+                   help="seconds of idle before every timed offline run, either side's (0: none); see the docstring")
     p.add_argument("--turns", type=int, default=2, help="passes per stream and size; the fastest median is kept")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0,

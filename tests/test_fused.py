@@ -188,6 +188,11 @@ def test_snake_convt_tiles_match_the_plain_transposed_conv(stride, tile):
     fused.convt_channel_rows(x, y, p, stride, 0, 2, tile)
     fused.convt_channel_rows(np.ascontiguousarray(x.T).T, y, p, stride, 2, c_out, tile)
     assert np.abs(y - want).max() < 1e-4
+    # split by output phases (a large weight, few frames): each range of phases, every channel, every frame
+    y = np.full((T * stride, c_out), np.nan, np.float32)
+    for j0, j1 in ((0, 1), (1, stride)):
+        fused.convt_channel_rows(x, y, p, stride, 0, c_out, tile, phases=(j0, j1))
+    assert np.abs(y - want).max() < 1e-4
 
 
 @pytest.mark.parametrize("T,tile", [(4960, 341), (992, 256), (7, 256), (59520, 1365), (3, 1)])
@@ -222,22 +227,33 @@ def test_fused_units_decode_like_upstream(tiny, codes, ref, backend, threads):
     assert snr_db(wavs[0], wavs[2]) >= 90
 
 
+@pytest.mark.parametrize("split", ["channels", "phases"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_the_channel_split_transposed_conv_decodes_like_the_frame_split(tiny, codes, ref, threads, monkeypatch):
-    """The tiny file's block weights are small, so the channel split (taken above 32 MB) is forced here."""
+def test_the_channel_split_transposed_conv_decodes_like_the_frame_split(tiny, codes, ref, threads, split,
+                                                                         monkeypatch):
+    """The tiny file's block weights are small, so the channel split (taken above 32 MB) is forced here; so is the
+    phase split (taken at few frames, where the thread count divides the stride)."""
     with Session(tiny, Lowering(), backend="cpu", threads=threads) as s:
         assert s.lowering.convt == "fused"
         frames_split = s.run(FRAMES, {"codes": codes})["wav"][0]
         monkeypatch.setattr(fused.nodes, "CONVT_SPLIT_CHANNELS_BYTES", 0)
+        monkeypatch.setattr(fused.nodes, "CONVT_SPLIT_PHASES_FRAMES", 10**9 if split == "phases" else 0)
         calls = []
 
         def recorded(*a):
-            calls.append(a[4:6])
+            calls.append((a[4:6], a[8] if len(a) > 8 else None))
             fused.convt_channel_rows(*a)
 
         monkeypatch.setattr(fused.nodes, "convt_channel_rows", recorded)
         channels_split = s.run(FRAMES, {"codes": codes})["wav"][0]
-    assert calls and all(c0 < c1 for c0, c1 in calls)
+    assert calls and all(c0 < c1 for (c0, c1), _ in calls)
+    strides = s.model.hparams.upsample_rates  # the blocks' transposed convs
+    phased = [ph for _, ph in calls if ph is not None]
+    if split == "phases":  # every block whose stride the threads divide, and only those
+        assert len(phased) == threads * sum(r % threads == 0 for r in strides) > 0
+        assert all(0 <= j0 < j1 <= max(strides) for j0, j1 in phased)
+    else:
+        assert not phased
     assert snr_db(channels_split, ref["wav"][:SAMPLES]) >= 70
     # the same products, summed in the same order: only sgemm's blocking of other row counts may differ
     assert snr_db(channels_split, frames_split) >= 100

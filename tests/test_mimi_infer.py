@@ -14,7 +14,9 @@ counts and the tree their names make. Two degrees:
 - `no_words`: every word made up. A layer's q, k, v and o then have one shape and nothing else that differs
   (their values are alike in kind): inference must refuse, naming them, not guess. CrispASR's PocketTTS file
   stacks q, k and v in one matrix (taken in PyTorch's order), and its convs teach the file's own words for
-  weight and bias: it decodes with every word made up.
+  weight and bias: it decodes with every word made up, F16 as its converter writes it and F32 (the same converter
+  with its dtype rule replaced, tests/data/pockettts-tiny/crispasr_f32.py) at >= 70 dB through the map
+  `kzlab layout infer` writes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ DATA = Path(__file__).parent / "data"
 CODECCPP = DATA / "codeccpp-mimi" / "codeccpp-mimi-tiny-f32.gguf"
 MMPROJ = DATA / "pockettts-tiny" / "mmproj-pockettts-tiny-f32.gguf"
 CRISPASR = DATA / "pockettts-tiny" / "crispasr-pockettts-tiny-f16.gguf"
+#: the same converter with every tensor kept F32 (tests/data/pockettts-tiny/crispasr_f32.py)
+CRISPASR_F32 = DATA / "pockettts-tiny" / "crispasr-pockettts-tiny-f32.gguf"
 HF = DATA / "mimi-tiny" / "hf"
 
 #: the kinds of word that say a tensor's role within its module, not where the module sits
@@ -225,6 +229,27 @@ def test_crispasr_file_with_no_word_left_decodes_as_pockettts(tmp_path, pref, la
     m = _inferred(path)
     with kzlab.Decoder(m) as dec:
         assert snr_db(dec.decode(latents), pref["wav"]) >= 40
+
+
+def test_crispasr_f32_file_with_no_word_left_is_mapped_by_the_cli_and_decodes_as_pockettts(tmp_path, pref, latents,
+                                                                                          capsys):
+    """The F32 file of CrispASR's layout with every word made up: `kzlab layout infer` writes the map, and the file
+    decodes through it as pocket-tts decodes the same weights (>= 70 dB; its own names give the same figure)."""
+    path = tmp_path / "nowords.gguf"
+    names = rewrite(CRISPASR_F32, path, no_words, seed=17)
+    assert not any(re.search(r"[A-Za-z]", n) and re.search(r"\b(mimi|decoder|transformer|conv|weight|bias)\b", n)
+                   for n in names.values())
+    _same_as_the_built_in_map(infer_layout(path), path, CRISPASR_F32, "crispasr-pockettts", names)
+    toml = tmp_path / "map.toml"
+    assert main(["layout", "infer", str(path), "-o", str(toml)]) == 0
+    m = kzlab.load_model(path, layout=str(toml))
+    assert m.family == "mimi" and m.hparams.input == "latent"
+    with kzlab.Decoder(m, backend="cpu", threads=1) as dec:
+        blind = dec.decode(latents)
+    with kzlab.load(CRISPASR_F32, backend="cpu", threads=1) as dec:
+        named = dec.decode(latents)
+    assert snr_db(blind, pref["wav"]) >= 70
+    assert np.array_equal(blind, named)  # the same map, the same graph: the same bits
 
 
 # ---- refusals ----------------------------------------------------------------------------------------------------

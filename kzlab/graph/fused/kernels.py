@@ -199,17 +199,24 @@ def convt_rows(
 #: instead of its frames: split by frames, every thread streams the whole weight through its cache, and the first
 #: block's (75 MB at full size, 124 frames) then took longer than one BLAS product over both cores
 CONVT_SPLIT_CHANNELS_BYTES = 32 << 20
+#: at most this many input frames, such a weight is split by output phases instead (`convt_channel_rows`'s
+#: `phases`): each thread takes whole phases, both taps of each, over every output channel, so it reads whole rows
+#: of W ([C_in, K, C_out]: C_out floats each) where the channel split reads half rows. The first block's 75 MB
+#: at 4 input frames (a 1-frame stream call), two threads, caches flushed: 5.6 ms against 9.5 ms; at 16 frames the
+#: two took 9.5 ms each, at 64 the phase split was the slower (19.8 against 17.5 ms)
+CONVT_SPLIT_PHASES_FRAMES = 8
 
 
 def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], stride: int, c0: int, c1: int,
-                       tile: int, lead: int = 0) -> None:
+                       tile: int, lead: int = 0, phases: tuple[int, int] | None = None) -> None:
     """Output channels [c0, c1) of SnakeBeta + causal ConvTranspose1d over every frame (`convt_rows`'s arithmetic
     split the other way): per tap pair j, j + stride one product each over this thread's columns of W, so each
     thread streams only its share of the weight; the SnakeBeta of the input is computed by every thread. `lead`
-    as in `convt_rows`."""
+    as in `convt_rows`. `phases` (j0, j1): only the output samples t * stride + j, j0 <= j < j1 (default: all)."""
     W = p["weight"]  # [C_in, K, C_out]
     c_in, k, c_out = W.shape
     r, T = stride, x.shape[0]
+    j0, j1 = (0, r) if phases is None else phases
     S = np.empty((tile + 1, c_in), np.float32)
     S_tmp = np.empty_like(S)
     A = np.empty((tile, c1 - c0), np.float32)
@@ -221,7 +228,7 @@ def convt_channel_rows(x: np.ndarray, y: np.ndarray, p: dict[str, np.ndarray], s
         s0 = max(0, s - 1)
         n, m = e - s0, e - s
         snake_rows(x[s0:e], S[:n], p["alpha"], p["beta"], S_tmp[:n])
-        for j in range(r):
+        for j in range(j0, j1):
             a = A[:m]
             np.matmul(S[n - m : n], W[:, j, c0:c1], out=a)  # frame t's own contribution
             if s0 < s:  # frame t - 1's, the one before the tile included

@@ -17,6 +17,7 @@ from kzlab.errors import BackendError
 from kzlab.graph.fused.kernels import (
     BLOCK,
     CONVT_SPLIT_CHANNELS_BYTES,
+    CONVT_SPLIT_PHASES_FRAMES,
     NORMCONV_GROUPS,
     NORMCONV_PRODUCT_BYTES,
     NORMCONV_ROWS,
@@ -228,6 +229,11 @@ def _convt_kernel(dst, ith: int, nth: int, flags: int) -> None:
     p = {name: _array(d.src[i + 1], shp) for i, (name, shp) in enumerate(shapes.items())}
     tile = convt_tile_rows(k, c_out)
     if 4 * C * k * c_out > CONVT_SPLIT_CHANNELS_BYTES:
+        if T - lead <= CONVT_SPLIT_PHASES_FRAMES and stride % nth == 0:
+            j0, j1 = stride * ith // nth, stride * (ith + 1) // nth
+            blas_one_thread()
+            convt_channel_rows(x, y, p, stride, 0, c_out, T, lead, (j0, j1))
+            return
         c0, c1 = c_out * ith // nth, c_out * (ith + 1) // nth
         if c0 < c1:
             blas_one_thread()

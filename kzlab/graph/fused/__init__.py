@@ -22,7 +22,8 @@ either way), snake, the 1x1 product, bias and residual, then the tile is written
 (sgemm), each ggml thread taking an even share of the frames in tiles, so numpy's BLAS is held to one thread in
 ggml's threads (`after_compute` gives the user's setting back). The transposed conv splits its output channels
 instead where its weight is large (the first block's, 75 MB at full size over 124 frames): split by frames, each
-thread would stream the whole weight.
+thread would stream the whole weight. Over a few input frames (a short stream call) such a weight is split by output
+phases (each thread whole rows of it) instead of channels (half rows).
 
 The scheduler, the profiler and the placement simulator see real nodes with real inputs. They run on ggml's
 CPU backend only: a device backend (RPC, GPU, Hexagon) cannot call back into this process, which is why

@@ -42,11 +42,11 @@ HMX, the matrix unit (all releases; F16, F32, Q8_0, Q4_0 weights)
   therefore F16: about 3 decimal digits, and +-inf beyond 65504. The hf tiles become F32 by a multiply by 1.0
   (exact) (transfer_output_chunk_fp16_to_fp32, hmx-matmul-ops.c @ 707321c4 967-995; hmx-mm-kernels-tiled.h
   @ eced84c8 715-761, @ 8599e0ea 770-851).
-- Emulated as: exact F16 x F16 products summed in float32 (np.matmul), rounded once to F16 (RNE, +-inf on
-  overflow), widened to F32. The HMX accumulator's width and its hf store's overflow behaviour are not documented
-  publicly; if the accumulator is at least F32-wide, the float32 sum differs from it by at most gamma_K *
-  sum|a||w| (gamma_K = K u / (1 - K u), u = 2^-24), before the final F16 rounding, which dominates unless the sum
-  cancels.
+- Emulated as: exact F16 x F16 products summed in float64 (np.matmul, `_bmm`: the same on every host, whatever
+  its BLAS's order), rounded to float32, then once to F16 (RNE, +-inf on overflow), widened to F32. The HMX
+  accumulator's width and its hf store's overflow behaviour are not documented publicly; if the accumulator is at
+  least F32-wide, its sum differs from the exact one by at most gamma_K * sum|a||w| (gamma_K = K u / (1 - K u),
+  u = 2^-24), before the final F16 rounding, which dominates unless the sum cancels.
 - Batched (src0 or src1 with ne2 * ne3 > 1) only for F16 weights (op_matmul, matmul-ops.c @ 707321c4 4747-4750;
   ggml_hexagon_matmul_is_hmx_eligible, ggml-hexagon.cpp @ eced84c8 1972-2017, @ 8599e0ea 2194-2241), src0
   broadcast over dims 2, 3 (hmx_matmul_weight_batch_ptr / hmx_mm_weight_batch_ptr); same arithmetic per batch.
@@ -450,16 +450,26 @@ def defect_of(path: str, src0_type: str, src1_type: str, release: str) -> str | 
 
 # ---- the product --------------------------------------------------------------------------------------------------
 def _bmm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """dst[i3, i2] = a[i3, i2] @ w[i3 // r3, i2 // r2].T in float32 (ggml's broadcasting of src0)."""
+    """dst[i3, i2] = a[i3, i2] @ w[i3 // r3, i2 // r2].T (ggml's broadcasting of src0), summed in float64 and
+    rounded once to float32.
+
+    Why float64: the device's order of summation is not emulated, and a float32 sum takes the host BLAS's, which
+    changes with its kernel and its thread count (the tiny PocketTTS decoder's emulated SNR on hexagon-v0.21.0 was
+    27.3396 dB with OpenBLAS's SkylakeX kernels, 27.3376 with its Haswell ones on two threads, 27.3369 on one). A
+    float64 sum of these products (F16 x F16, exact in float32; or F32 x F32) is within K 2^-53 of the exact sum in
+    any order, so its float32 rounding is the exact sum's but for values within that of a rounding boundary: the
+    emulated decode is the same on every host."""
     n3, n2 = a.shape[:2]
     r3, r2 = n3 // w.shape[0], n2 // w.shape[1]
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
     if w.shape[0] == 1 and w.shape[1] == 1:
         m = a.shape[2]
-        return np.matmul(a.reshape(-1, a.shape[-1]), w[0, 0].T).reshape(n3, n2, m, w.shape[2])
+        return np.matmul(a64.reshape(-1, a.shape[-1]), w64[0, 0].T).astype(np.float32).reshape(
+            n3, n2, m, w.shape[2])
     out = np.empty((n3, n2, a.shape[2], w.shape[2]), np.float32)
     for i3 in range(n3):
         for i2 in range(n2):
-            np.matmul(a[i3, i2], w[i3 // r3, i2 // r2].T, out=out[i3, i2])
+            out[i3, i2] = np.matmul(a64[i3, i2], w64[i3 // r3, i2 // r2].T)
     return out
 
 
@@ -575,7 +585,7 @@ def _matmul(src0: Operand, src1: Operand, path: str, release: str, hvx_q8_group:
         return _hvx_quant(src0, src1, hvx_q8_group)
     if path == "hmx":
         a = f32_to_f16(_activation_hmx(src1, release)).astype(np.float32)
-        acc = _bmm(a, _weights_hmx(src0))                          # exact products, float32 sums
+        acc = _bmm(a, _weights_hmx(src0))                          # exact products, float64 sums
         return f32_to_f16(acc).astype(np.float32)                  # stored as hf, widened exactly
     # HVX, F16 or F32 weights
     w = read(src0)

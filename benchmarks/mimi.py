@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from stream import peak_rss_mb, snr_db  # benchmarks/stream.py: the same SNR and peak RSS
+from stream import first_calls_ms, peak_rss_mb, snr_db, with_starts  # benchmarks/stream.py: the same figures
 
 #: the environment as the caller set it: kzlab sets OMP_WAIT_POLICY when it is imported (for ggml's threads); the
 #: PyTorch and llama.cpp workers start with the caller's settings, not kzlab's
@@ -155,17 +155,6 @@ def stream_row(setup: str, k: int, calls: list[float], audio_s: float, **extra) 
     }
 
 
-def with_starts(r: dict, starts_ms: list[float]) -> dict:
-    """`r` with its time to first audio taken as the median first call of fresh streams (a first call is one sample a
-    stream); the measured stream's own first call and every start kept."""
-    if starts_ms:
-        r["first_audio_ms_in_stream"] = r["first_audio_ms"]
-        r["first_audio_ms_starts"] = starts_ms
-        r["first_audio_ms"] = statistics.median(starts_ms)
-        r["first_audio_live_ms"] = r["chunk"] / FRAME_RATE_HZ * 1e3 + r["first_audio_ms"]
-    return r
-
-
 def say(*a) -> None:
     print(*a, flush=True)
 
@@ -262,13 +251,7 @@ def kzlab_streams(args, dec, x: np.ndarray, sizes: list[int], setup: str, torch_
                 r["inexact_why"] = s.inexact_why
             if best is None or r["call_ms_median"] < best["call_ms_median"]:
                 best = r
-        starts = []
-        for _ in range(args.starts):
-            s = dec.stream()
-            s.prepare([k])
-            s.push(x[:, :k])
-            starts.append(s.calls[0].seconds * 1e3)
-        rows.append(with_starts(best, starts))
+        rows.append(with_starts(best, first_calls_ms(dec, x, k, args.starts)))
         say(fmt_stream(best))
     why = {r["inexact_why"] for r in rows if "inexact_why" in r}
     for w in why:

@@ -96,7 +96,28 @@ def row(setup: str, k: int, calls: list[float], audio_s: float, wav, ref, **extr
     }
 
 
+def with_starts(r: dict, starts_ms: list[float]) -> dict:
+    """Row `r` with its time to first audio taken as the median first call of fresh streams (a first call is one
+    sample a stream); the measured stream's own first call and every start kept."""
+    if starts_ms:
+        r["first_audio_ms_in_stream"] = r["first_audio_ms"]
+        r["first_audio_ms_starts"] = starts_ms
+        r["first_audio_ms"] = statistics.median(starts_ms)
+        r["first_audio_live_ms"] = r["chunk"] / FRAME_RATE_HZ * 1e3 + r["first_audio_ms"]
+    return r
+
+
 # ---- kzlab -----------------------------------------------------------------------------------------------------
+def first_calls_ms(dec, x: np.ndarray, k: int, n: int) -> list[float]:
+    """The first call of `n` fresh streams of `dec` (each prepared, then `x`'s first `k` frames pushed), in ms."""
+    out = []
+    for _ in range(n):
+        s = dec.stream()
+        s.prepare([k])
+        s.push(x[:, :k])
+        out.append(s.calls[0].seconds * 1e3)
+    return out
+
 def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, dict]:
     import kzlab
     from kzlab.runtime.stream import offline_in_stream_arithmetic
@@ -128,18 +149,7 @@ def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, d
                 if best is None or r["call_ms_median"] < best["call_ms_median"]:
                     best = r
                     wavs[k] = wav
-            starts = []  # the first call of fresh streams: a time to first audio is one call, one sample a stream
-            for _ in range(args.starts):
-                s = dec.stream()
-                s.prepare([k])
-                s.push(codes[:, :k])
-                starts.append(s.calls[0].seconds * 1e3)
-            if starts:
-                best["first_audio_ms_in_stream"] = best["first_audio_ms"]
-                best["first_audio_ms_starts"] = starts
-                best["first_audio_ms"] = statistics.median(starts)
-                best["first_audio_live_ms"] = k / FRAME_RATE_HZ * 1e3 + best["first_audio_ms"]
-            rows.append(best)
+            rows.append(with_starts(best, first_calls_ms(dec, codes, k, args.starts)))
             print(fmt(best), flush=True)
     return rows, ref, info, wavs
 

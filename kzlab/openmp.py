@@ -20,7 +20,7 @@ import os
 from importlib.util import find_spec
 from pathlib import Path
 
-#: the settings by the BLAS's threading, and the spin rounds before an idle libgomp thread sleeps
+#: the rounds an idle libgomp thread spins before it sleeps, where ggml's BLAS runs on libgomp's threads
 SPIN_ROUNDS = 10000
 
 

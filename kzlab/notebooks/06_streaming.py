@@ -47,11 +47,14 @@ THREADS = 2             # CPU threads
 
 # %%
 # %matplotlib inline
+from pathlib import Path
+
 import numpy as np
 from IPython.display import Audio, display
 
 import kzlab
 from kzlab import TINY_DECODER, plots, resolve_model
+from kzlab.app.builtins import BUILTINS, GENERATED
 
 path = resolve_model(MODEL or str(TINY_DECODER))
 dec = kzlab.load(path, threads=THREADS)
@@ -156,7 +159,10 @@ display(plots.stream_figure(wt_sweep, "WavTokenizer tiny: windowed stream"))
 # alone its stream is exact, under BLAS it says why it is not).
 
 # %%
-for name in ("mimi-tiny", "pockettts-tiny"):
+# every built-in decoder shipped in the package (not generated at full size) that sections 1-4 did not stream
+streamed = {Path(path).resolve(), Path(wt.model.path).resolve()}
+others = [n for n in BUILTINS if n not in GENERATED and resolve_model(n).resolve() not in streamed]
+for name in others:
     mm = kzlab.load(resolve_model(name), threads=THREADS, backend="cpu")
     x = kzlab.random_codes(mm.hparams, FRAMES, seed=0)  # codes, or latents for a decoder that takes them
     x_offline = mm.decode(x)

@@ -52,6 +52,8 @@ _LAZY = {
     "TINY_DECODER": "kzlab.app.builtins",
     "SPEECH": "kzlab.app.builtins",
     "resolve_model": "kzlab.app.builtins",
+    "BUILTINS": "kzlab.app.builtins",
+    "GENERATED": "kzlab.app.builtins",
     "read_wav": "kzlab.audio",
     "write_wav": "kzlab.audio",
     "snr_db": "kzlab.audio",

@@ -53,8 +53,7 @@ import numpy as np
 from IPython.display import Audio, display
 
 import kzlab
-from kzlab import TINY_DECODER, plots, resolve_model
-from kzlab.app.builtins import BUILTINS, GENERATED
+from kzlab import BUILTINS, GENERATED, TINY_DECODER, plots, resolve_model
 
 path = resolve_model(MODEL or str(TINY_DECODER))
 dec = kzlab.load(path, threads=THREADS)

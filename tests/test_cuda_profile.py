@@ -53,7 +53,7 @@ def test_wavtokenizer_750_frames_is_one_split(which, wavtokenizer_full):
     """GROUP_NORM (lines 5418-5421) and CONV_2D_DW (line 5401) are ggml-cuda ops: the default device graph of
     WavTokenizer at 750 frames runs whole on the GPU. The tiny file (64 channels, 3 ConvNeXt blocks) builds the
     same ops as the released model's shape (768 channels, 12 blocks); only one frame tells them apart
-    (test_ssm_conv_needs_128_channels)."""
+    (test_one_frame_ssm_conv_stays_on_the_cpu)."""
     model = kzlab.resolve_model("wavtokenizer-tiny") if which == "tiny" else wavtokenizer_full
     pl = kzlab.simulate(model, "cuda", frames=750)
     assert pl.n_splits == 1, _refused(pl)
@@ -70,14 +70,70 @@ def test_qwen_ktap_acc_is_one_split():
     assert sum(n.op == "ACC" and n.backend == "CUDA" for n in pl.nodes) > 50
 
 
-def test_ssm_conv_needs_128_channels(wavtokenizer_full):
-    """One frame's depthwise conv is an SSM_CONV, which ggml-cuda takes for a multiple of 128 channels (line
-    5376): the released model's 768 run on the GPU, the tiny file's 64 do not."""
+def test_one_frame_ssm_conv_stays_on_the_cpu(wavtokenizer_full):
+    """One frame's depthwise conv is an SSM_CONV. supports_op takes it for a multiple of 128 channels (line 5376):
+    the tiny file's 64 are refused there. The released model's 768 pass, but its kernel has no 7-tap form
+    (ssm-conv.cu eced84c8 lines 150-157: 3, 4, 5, 9, 15) and aborts: refused by the kernel's rule, on the CPU too."""
     full = kzlab.simulate(wavtokenizer_full, "cuda", frames=1)
-    assert full.n_splits == 1 and any(n.op == "SSM_CONV" and n.backend == "CUDA" for n in full.nodes)
+    refused = {why for op, why in _refused(full) if op == "SSM_CONV"}
+    assert refused == {"cuda_ssm_conv_kernel: kernel size 7: ssm_conv_f32_cuda has kernels for (3, 4, 5, 9, 15) "
+                       "only (ssm-conv.cu 156)"}
+    assert {op for op, _ in _refused(full)} == {"SSM_CONV"}
+    assert all(n.backend == "CPU" for n in full.nodes if n.op == "SSM_CONV")
     tiny = kzlab.simulate(kzlab.resolve_model("wavtokenizer-tiny"), "cuda", frames=1)
     refused = {why for op, why in _refused(tiny) if op == "SSM_CONV"}
     assert refused == {"cuda_ssm_conv: src0 ne[1] = 64, not a multiple of 128"}
+
+
+def test_in_graph_istft_sin_cos_stay_on_the_cpu():
+    """WavTokenizer's in-graph iSTFT (istft=graph) takes the phase as a strided view of the head's output (every row's
+    second half) and hands it to SIN and COS. supports_op accepts them on any layout (ggml-cuda.cu lines 5351-5352),
+    but their kernel, ggml_cuda_op_unary, asserts a contiguous source (unary.cu eced84c8 line 144, reached from
+    ggml_cuda_op_sin / ggml_cuda_op_cos at lines 221-227): a GPU would abort there. They run on the CPU, like the
+    EXP of the magnitude (a view too, refused by supports_op, line 5103); the rest of the iSTFT stays on the GPU."""
+    pl = kzlab.simulate(kzlab.resolve_model("wavtokenizer-tiny"), "cuda", frames=31, istft="graph")
+    istft = {n.op: n for n in pl.nodes if n.name.startswith("istft:")}
+    kernel = ("cuda_unary_kernel: src0 not contiguous: supports_op takes it, ggml_cuda_op_unary asserts it "
+              "(unary.cu 144)")
+    for op in ("SIN", "COS"):
+        assert istft[op].backend == "CPU", istft[op]
+        assert istft[op].refused["CUDA"] == kernel
+    assert istft["EXP"].backend == "CPU" and istft["EXP"].refused["CUDA"].startswith("contiguous_src0")
+    assert {op for op, _ in _refused(pl)} == {"SIN", "COS", "EXP"}
+    assert {"MUL_MAT", "COL2IM_1D", "CONCAT", "DIV"} <= {op for op, n in istft.items() if n.backend == "CUDA"}
+
+
+def test_unary_and_ssm_conv_kernel_rules():
+    """The kernel rules on hand-built nodes: ggml_cuda_op_unary takes a contiguous F32 or F16 source (unary.cu 144,
+    146-148), so a strided or BF16 SIN is refused and a contiguous one accepted; an SSM_CONV of 128 channels runs
+    with 4 taps and aborts with 7 (ssm-conv.cu 150-157)."""
+    caps = capabilities.load("cuda")
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=1 << 20, mem_buffer=None, no_alloc=True))
+
+    class NoBuffers:
+        def buffer_kind(self, t):
+            return None
+
+    try:
+        x = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, 16, 4)
+        half = g.ggml_view_2d(ctx, x, 8, 4, int(x.contents.nb[1]), 8 * 4)  # every row's second half
+        assert caps.refusal(g.ggml_sin(ctx, x), NoBuffers()) is None
+        assert caps.refusal(g.ggml_cos(ctx, half), NoBuffers())[0] == "cuda_unary_kernel"
+        assert caps.refusal(g.ggml_sqr(ctx, half), NoBuffers())[0] == "cuda_unary_kernel"
+        bf16 = caps.refusal(g.ggml_sin(ctx, g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_BF16, 16, 4)), NoBuffers())
+        assert bf16 is not None and bf16[0] == "cuda_unary_kernel" and "146-148" in bf16[1]
+        gelu = caps.refusal(g.ggml_gelu(ctx, g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_BF16, 16, 4)), NoBuffers())
+        assert gelu is not None and gelu[0] == "cuda_unary_kernel"  # contiguous (supports_op's, line 5103), BF16
+
+        def ssm(k):
+            sx = g.ggml_new_tensor_3d(ctx, g.GGML_TYPE_F32, k, 128, 1)  # one frame padded by k - 1
+            return caps.refusal(g.ggml_ssm_conv(ctx, sx, g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, k, 128)),
+                                NoBuffers())
+
+        assert ssm(4) is None
+        assert ssm(7)[0] == "cuda_ssm_conv_kernel"
+    finally:
+        g.ggml_free(ctx)
 
 
 def test_direct_convt_with_f16_weights_stays_on_the_cpu(qwen_full):

@@ -11,12 +11,17 @@ graphs' ops (ELU, the two GELUs, NORM, ROPE in both modes, the masked SOFT_MAX, 
 binary ops, the transposed convs' strided slices among them) are held the same way against ggml-hexagon's
 supports_op at each commit a profile names (HEXAGON_SOURCE). A signature the families start to build that a table
 lacks fails the test until someone reads the source for it: the profile cannot drift from the source unnoticed.
+Past supports_op, ggml-cuda's kernels assert what it does not check (a contiguous source, a type, a kernel size):
+CUDA_KERNELS holds, for every op the CUDA profile accepts, those asserts read off each kernel with their lines, and
+every node the profile accepts must meet them, since the scheduler would place it on the GPU and the kernel abort.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from ggml import ggml as g
@@ -69,7 +74,9 @@ def type_name(ty: int) -> str:
 #: facts a supports_op condition reads besides types and layouts, per op: SSM_CONV's channel count (CUDA), ROPE's
 #: mode (ggml-hexagon refuses the modes with bit 0 set; Mimi builds NORMAL, 0, for PocketTTS and NEOX, 2, for kyutai)
 FACTS = {
-    "SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0}",
+    # and its kernel size (ssm-conv.cu has kernels for 3, 4, 5, 9 and 15 taps)
+    "SSM_CONV": lambda t: f"ne1%128={int(t.contents.src[0].contents.ne[1]) % 128 == 0} "
+                          f"k={int(t.contents.src[1].contents.ne[0])}",
     "ROPE": lambda t: f"mode={int(t.contents.op_params[2])}",
     # ggml-cuda's kernels by the K and V head sizes (fattn.cu 375-422)
     "FLASH_ATTN_EXT": lambda t: f"dk={int(t.contents.src[1].contents.ne[0])} "
@@ -104,6 +111,12 @@ class Table:
     answers: dict[tuple, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     #: CONV_2D_DW nodes whose layout ggml-cuda's kernel would abort on
     dw_kernel: list[str] = field(default_factory=list)
+    #: ops the CUDA profile accepts somewhere
+    cuda_ops: set[str] = field(default_factory=set)
+    #: nodes the CUDA profile accepts that fail an assert of CUDA_KERNELS (its kernel would abort or misread them)
+    kernel_fails: list[str] = field(default_factory=list)
+    #: (signature, assert's lines, the CUDA profile's refusing rule) of the nodes failing an assert of CUDA_KERNELS
+    kernel_refused: set[tuple[tuple, str, str]] = field(default_factory=set)
     graphs: int = 0
 
     def text(self) -> str:
@@ -143,12 +156,29 @@ def table(tmp_path_factory) -> Table:
                         for t, sig in zip(nodes, sigs, strict=True):
                             why = p.refusal(t, env)
                             out.answers[sig][p.name].add("accept" if why is None else why[0])
+                            if p.name == "cuda":
+                                kernel_check(out, t, sig, why, f"{family} {plan.label()} frames={frames}")
                     for t, sig in zip(nodes, sigs, strict=True):
                         if sig[0] == "CONV_2D_DW" and (why := cuda_conv2d_dw_kernel_layout(t)):
                             out.dw_kernel.append(f"{family} {plan.label()}: {why}")
                 finally:
                     gr.free()
     return out
+
+
+def kernel_check(out: Table, t, sig: tuple, why: tuple[str, str] | None, where: str) -> None:
+    """Hold one node against its op's CUDA_KERNELS asserts: a failure the CUDA profile accepts is a kernel abort (or
+    misread) its placement hides; a failure it refuses is recorded with the rule that refuses it."""
+    op = sig[0]
+    if why is None:
+        out.cuda_ops.add(op)
+    for a in CUDA_KERNELS.get(op, ()):
+        if a.holds(t):
+            continue
+        if why is None:
+            out.kernel_fails.append(f"{where}: {t.contents.name.decode()} {sig}: {a.where}: {a.what}")
+        else:
+            out.kernel_refused.add((sig, a.where, why[0]))
 
 
 # ---- ggml-cuda's supports_op, read by hand ------------------------------------------------------------------
@@ -175,12 +205,14 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     ("TRANSPOSE", "F32", f"F32:{C}", "strided", ""): ("accept", "5345"),
     # SCALE, SQR, SIN, COS, CLAMP: true whatever the layout (5348-5355)
     ("SCALE", "F32", f"F32:{C}", C, ""): ("accept", "5348"),
-    ("SQR", "F32", f"F32:{C}", C, ""): ("accept", "5349"),
-    ("SIN", "F32", f"F32:{C}", C, ""): ("accept", "5351"),
-    ("SIN", "F32", "F32:rows+c2", C, ""): ("accept", "5351"),
-    ("COS", "F32", f"F32:{C}", C, ""): ("accept", "5352"),
-    ("COS", "F32", "F32:rows+c2", C, ""): ("accept", "5352"),
     ("CLAMP", "F32", f"F32:{C}", C, ""): ("accept", "5353"),
+    # ... but SQR, SIN and COS run ggml_cuda_op_unary (unary.cu 213-215, 221-227), which asserts a contiguous src0
+    # (unary.cu 144): the in-graph iSTFT's SIN and COS of the phase, a view of every row's second half, would abort
+    ("SQR", "F32", f"F32:{C}", C, ""): ("accept", "5349; unary.cu 144"),
+    ("SIN", "F32", f"F32:{C}", C, ""): ("accept", "5351; unary.cu 144"),
+    ("SIN", "F32", "F32:rows+c2", C, ""): ("cuda_unary_kernel", "5351; unary.cu 221-223, 144"),
+    ("COS", "F32", f"F32:{C}", C, ""): ("accept", "5352; unary.cu 144"),
+    ("COS", "F32", "F32:rows+c2", C, ""): ("cuda_unary_kernel", "5352; unary.cu 225-227, 144"),
     # ADD, SUB, MUL, DIV: F32/F16 operands and result, no layout condition (5356-5362)
     ("ADD", "F32", f"F32:{C} F32:{C}", C, ""): ("accept", "5356-5362"),
     ("ADD", "F32", f"F32:rows+c2 F32:{C}", C, ""): ("accept", "5356-5362"),
@@ -221,9 +253,10 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     # NORM, RMS_NORM: contiguous rows (5334-5337)
     ("NORM", "F32", f"F32:{C}", C, ""): ("accept", "5334, 5337"),
     ("RMS_NORM", "F32", f"F32:{C}", C, ""): ("accept", "5335, 5337"),
-    # SSM_CONV: src0's ne[1] a multiple of 128 (5374-5377): 64 channels in the tiny WavTokenizer, 768 at full size
-    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=False"): ("cuda_ssm_conv", "5376"),
-    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True"): ("accept", "5376"),
+    # SSM_CONV: src0's ne[1] a multiple of 128 (5374-5377): 64 channels in the tiny WavTokenizer, 768 at full size;
+    # then its kernel aborts on WavTokenizer's 7 taps (ssm-conv.cu 150-157: kernels for 3, 4, 5, 9, 15 only)
+    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=False k=7"): ("cuda_ssm_conv", "5376"),
+    ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True k=7"): ("cuda_ssm_conv_kernel", "5376; ssm-conv.cu 156"),
     # CONT, SOFT_MAX: true (5378-5379, 5382-5383)
     ("CONT", "F32", f"F32:{C}", C, ""): ("accept", "5378-5379"),
     ("CONT", "F32", "F32:rows+c2", C, ""): ("accept", "5378-5379"),
@@ -262,6 +295,237 @@ CUDA_SOURCE: dict[tuple[str, str, str, str, str], tuple[str, str]] = {
     ("CUSTOM", "F32", " ".join([f"F32:{C}"] * 9), C, ""): ("not-listed", "5453-5454"),
 }
 
+
+# ---- ggml-cuda's kernels, read by hand: what they assert past supports_op --------------------------------------
+# ggml_cuda_compute_forward (ggml-cuda.cu eced84c8 lines 2791-3132) hands each node to its op's kernel; the files
+# and lines below are src/ggml-cuda/ at eced84c8. For every op the CUDA profile accepts in the families' graphs, the
+# kernel's asserts that supports_op does not check, each as a test of a node. `aborts` False marks a precondition
+# the kernel does not assert but reads its operands as if it held (a flat read of a strided source: wrong values,
+# no abort). Conditions supports_op already checks are left out (their lines are CUDA_SOURCE's). Every node the
+# profile accepts must meet its op's list (test_cuda_accepts_only_what_its_kernels_run).
+UINT32_MAX = 2**32 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class KernelAssert:
+    """One precondition of a ggml-cuda kernel: its file and lines, what it asks, and whether a node meets it."""
+
+    where: str
+    what: str
+    holds: Callable[[Any], bool]
+    aborts: bool = True
+
+
+def _src(t, i: int):
+    p = t.contents.src[i]
+    return p if p else None
+
+
+def _ty(t) -> str:
+    return type_name(t.contents.type)
+
+
+def _packed(t) -> bool:
+    """Elements packed: nb[0] is the type's size (what a kernel indexing elements by one stride assumes)."""
+    return int(t.contents.nb[0]) == g.ggml_type_size(t.contents.type)
+
+
+def _fits_u32(*ts) -> bool:
+    """Every dimension and every stride in elements fits in 32 bits (binbcast.cu's fastdiv indices)."""
+    for t in ts:
+        size = g.ggml_type_size(t.contents.type)
+        if any(int(t.contents.ne[i]) > UINT32_MAX or int(t.contents.nb[i]) // size > UINT32_MAX for i in range(4)):
+            return False
+    return True
+
+
+def _unary(entry: str, contiguity: bool) -> tuple[KernelAssert, ...]:
+    """ggml_cuda_op_unary's asserts (unary.cu 137-155), reached from the op's entry point (`entry`); `contiguity`: the
+    contiguous src0 of line 144 is not supports_op's (SQR, SQRT, SIN, COS, LOG; the UNARY ops check it, line 5103)."""
+    types = KernelAssert(f"unary.cu {entry}, 146-148", "F32 or F16, the result of src0's type",
+                         lambda t: _ty(_src(t, 0)) in ("F32", "F16") and _ty(t) == _ty(_src(t, 0)))
+    count = KernelAssert("unary.cu 117-135", "at most INT_MAX elements (the kernel's element count is an int)",
+                         lambda t: g.ggml_nelements(t) <= INT_MAX, aborts=False)
+    if not contiguity:
+        return types, count
+    contiguous = KernelAssert(f"unary.cu {entry}, 144", "src0 contiguous", lambda t: g.ggml_is_contiguous(_src(t, 0)))
+    return contiguous, types, count
+
+
+#: binbcast.cu ggml_cuda_op_bin_bcast (411-431): the (src0, src1, dst) types each branch reads right. Any other triple
+#: supports_op accepts (5356-5362) aborts (426-429), or is read wrong: an F16 src1 with an F32 dst is read as F32
+#: (418-419, 424-425).
+BINARY_TYPES = {("F32", "F32", "F32"), ("F16", "F16", "F16"), ("F16", "F32", "F16"), ("F16", "F32", "F32")}
+
+
+def _binary(a, b, d) -> tuple[KernelAssert, ...]:
+    """ggml_cuda_op_bin_bcast and launch_bin_bcast_pack (binbcast.cu 167-356, 411-431) for the operands `a`, `b` and
+    result `d` that the op's entry point passes (ADD, SUB, MUL, DIV: src0, src1, dst, lines 437-451; REPEAT: dst,
+    src0, dst, lines 433-435)."""
+    return (
+        KernelAssert("binbcast.cu 416-429", "src0, src1, dst types one of the branches (else abort, line 429)",
+                     lambda t: (_ty(a(t)), _ty(b(t)), _ty(d(t))) in BINARY_TYPES),
+        KernelAssert("binbcast.cu 258-281, 298", "dimensions and strides in elements within 32 bits",
+                     lambda t: _fits_u32(a(t), b(t), d(t))
+                     and int(d(t).contents.ne[2]) * int(d(t).contents.ne[3]) <= UINT32_MAX),
+        KernelAssert("binbcast.cu 283-296", "every stride a multiple of its element size",
+                     lambda t: all(int(x.contents.nb[i]) % g.ggml_type_size(x.contents.type) == 0
+                                   for x in (a(t), b(t), d(t)) for i in range(4))),
+    )
+
+
+def _dst(t):
+    return t
+
+
+def _s0(t):
+    return _src(t, 0)
+
+
+def _s1(t):
+    return _src(t, 1)
+
+
+def _f32(*parts: Callable[[Any], Any]) -> Callable[[Any], bool]:
+    """All of these operands (functions of the node) F32."""
+    return lambda t: all(_ty(p(t)) == "F32" for p in parts)
+
+
+NO_KERNEL = ()  # VIEW, RESHAPE, PERMUTE, TRANSPOSE (and NONE, never a node): no kernel (ggml-cuda.cu 3010-3015)
+CUDA_KERNELS: dict[str, tuple[KernelAssert, ...]] = {
+    **dict.fromkeys(("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"), NO_KERNEL),
+    # ggml_cuda_op_unary: SQR, SIN, COS (supports_op asks nothing, 5349-5352) and the UNARY ops (contiguous, 5103)
+    "SQR": _unary("213-215", contiguity=True),
+    "SIN": _unary("221-223", contiguity=True),
+    "COS": _unary("225-227", contiguity=True),
+    "EXP": _unary("209-211", contiguity=False),
+    "ELU": _unary("233-235", contiguity=False),
+    "GELU": _unary("173-175", contiguity=False),
+    "GELU_ERF": _unary("177-179", contiguity=False),
+    "SILU": _unary("185-187", contiguity=False),
+    # scale.cu ggml_cuda_op_scale (22-37): F32 only; src0 read as one flat run of ggml_nelements values (11-13, 36)
+    "SCALE": (
+        KernelAssert("scale.cu 28-29", "F32 src0 and result", _f32(_s0, _dst)),
+        KernelAssert("scale.cu 11-13, 36", "src0 contiguous (read flat)", lambda t: g.ggml_is_contiguous(_s0(t)),
+                     aborts=False),
+    ),
+    # clamp.cu ggml_cuda_op_clamp (25-45): F32 or F16 of one type; src0 read flat, an int count (8-22, 41-43)
+    "CLAMP": (
+        KernelAssert("clamp.cu 31-33", "F32 or F16, the result of src0's type",
+                     lambda t: _ty(_s0(t)) in ("F32", "F16") and _ty(t) == _ty(_s0(t))),
+        KernelAssert("clamp.cu 8-22, 41-43", "src0 contiguous, at most INT_MAX elements (read flat by an int index)",
+                     lambda t: g.ggml_is_contiguous(_s0(t)) and g.ggml_nelements(t) <= INT_MAX, aborts=False),
+    ),
+    # binbcast.cu: ADD, SUB, MUL, DIV (437-451) and REPEAT (433-435, dst as src0 and src0 as src1)
+    **dict.fromkeys(("ADD", "SUB", "MUL", "DIV"), _binary(_s0, _s1, _dst)),
+    "REPEAT": _binary(_dst, _s0, _dst),
+    # concat.cu ggml_cuda_op_concat (197-227): its asserts (205-208, 224) are supports_op's (5301-5313)
+    "CONCAT": (),
+    # cpy.cu ggml_cuda_dup -> ggml_cuda_cpy (569-572, 389-567): one type between contiguous tensors is a memcpy
+    # (424-433); otherwise the pair needs a kernel (434-562; for CONT's one type: F32, F16, BF16, I32), else abort
+    # (564); supports_op takes every CONT (5378)
+    "CONT": (
+        KernelAssert("cpy.cu 424-433, 564", "a contiguous source, or a type with a strided copy kernel",
+                     lambda t: (g.ggml_is_contiguous(_s0(t)) and g.ggml_is_contiguous(t))
+                     or _ty(_s0(t)) in ("F32", "F16", "BF16", "I32")),
+        KernelAssert("cpy.cu 212-213", "at most INT_MAX blocks of CUDA_CPY_BLOCK_SIZE (64, cpy.cuh 3)",
+                     lambda t: (g.ggml_nelements(t) + 63) // 64 <= INT_MAX),
+    ),
+    # norm.cu: F32, eps >= 0 (the rows' packing is supports_op's contiguous rows, 5334-5337)
+    "NORM": (KernelAssert("norm.cu 441-442", "F32 src0 and result", _f32(_s0, _dst)),),
+    "RMS_NORM": (KernelAssert("norm.cu 484-485", "F32 src0 and result", _f32(_s0, _dst)),),
+    "GROUP_NORM": (
+        KernelAssert("norm.cu 465-466", "F32 src0 and result", _f32(_s0, _dst)),
+        KernelAssert("norm.cu 42-46, 294, 475", "at most INT_MAX elements (int indices)",
+                     lambda t: g.ggml_nelements(t) <= INT_MAX, aborts=False),
+    ),
+    # softmax.cu ggml_cuda_op_soft_max (375-444): F32, an F16 or F32 mask; rows read at ncols apart (72, 74)
+    "SOFT_MAX": (
+        KernelAssert("softmax.cu 387-388", "F32 src0 and result", _f32(_s0, _dst)),
+        KernelAssert("softmax.cu 390", "mask F16 or F32", lambda t: _s1(t) is None or _ty(_s1(t)) in ("F16", "F32")),
+        KernelAssert("softmax.cu 66-74", "src0 contiguous (row i read at i * ncols)",
+                     lambda t: g.ggml_is_contiguous(_s0(t)), aborts=False),
+    ),
+    # getrows.cu ggml_cuda_op_get_rows (260-277): I32 indices, no 4th index dimension, packed elements; the result's
+    # type one of the switch (233-256)
+    "GET_ROWS": (
+        KernelAssert("getrows.cu 268", "I32 indices", lambda t: _ty(_s1(t)) == "I32"),
+        KernelAssert("getrows.cu 269", "indices ne[3] == 1", lambda t: int(_s1(t).contents.ne[3]) == 1),
+        KernelAssert("getrows.cu 271-273", "packed elements in table, indices and result",
+                     lambda t: _packed(_s0(t)) and _packed(_s1(t)) and _packed(t)),
+        KernelAssert("getrows.cu 233-256", "result F32, I32, F16 or BF16",
+                     lambda t: _ty(t) in ("F32", "I32", "F16", "BF16")),
+    ),
+    # rope.cu ggml_cuda_op_rope_impl (507-660): F32 or F16 of one type, an even head size
+    "ROPE": (
+        KernelAssert("rope.cu 531-535", "F32 or F16 src0, the result of its type",
+                     lambda t: _ty(_s0(t)) in ("F32", "F16") and _ty(t) == _ty(_s0(t))),
+        KernelAssert("rope.cu 358, 400, 443, 486", "ne[0] even", lambda t: int(_s0(t).contents.ne[0]) % 2 == 0),
+    ),
+    # pad.cu ggml_cuda_op_pad (76-106): F32 only (supports_op: true, 5422-5423); strided sources are read right
+    "PAD": (KernelAssert("pad.cu 84-85", "F32 src0 and result", _f32(_s0, _dst)),),
+    # im2col.cu ggml_cuda_op_im2col (78-116): F32 input, F16/F32 result; the input's elements read packed (37)
+    "IM2COL": (
+        KernelAssert("im2col.cu 85-86", "F32 input, F16 or F32 result",
+                     lambda t: _ty(_s1(t)) == "F32" and _ty(t) in ("F16", "F32")),
+        KernelAssert("im2col.cu 37, 107-109", "input elements packed (and its rows, for a 2-D im2col)",
+                     lambda t: _packed(_s1(t)) and (int(t.contents.op_params[6]) != 1
+                                                    or int(_s1(t).contents.nb[1]) == int(_s1(t).contents.ne[0]) * 4),
+                     aborts=False),
+    ),
+    # acc.cu ggml_cuda_op_acc (37-61): F32 operands, a packed, contiguously allocated result
+    "ACC": (
+        KernelAssert("acc.cu 47-49", "F32 operands and result", _f32(_s0, _s1, _dst)),
+        KernelAssert("acc.cu 52-53", "result packed and contiguously allocated",
+                     lambda t: _packed(t) and g.ggml_is_contiguously_allocated(t)),
+    ),
+    # set.cu ggml_cuda_op_set (4-39): all three contiguous (supports_op checks the types only, 5220-5225)
+    "SET": (KernelAssert("set.cu 12-14", "result, src0 and src1 contiguous",
+                         lambda t: all(g.ggml_is_contiguous(x) for x in (t, _s0(t), _s1(t)))),),
+    # col2im-1d.cu ggml_cuda_op_col2im_1d (41-81): its asserts (45, 79) are supports_op's (5323-5330)
+    "COL2IM_1D": (),
+    # conv-transpose-1d.cu ggml_cuda_op_conv_transpose_1d (57-86): F32 result, both operands contiguous
+    "CONV_TRANSPOSE_1D": (
+        KernelAssert("conv-transpose-1d.cu 68", "F32 result", _f32(_dst)),
+        KernelAssert("conv-transpose-1d.cu 70-71", "kernel and input contiguous",
+                     lambda t: g.ggml_is_contiguous(_s0(t)) and g.ggml_is_contiguous(_s1(t))),
+    ),
+    # ssm-conv.cu ggml_cuda_op_ssm_conv (160-206; 132 is supports_op's 128 channels, 5376)
+    "SSM_CONV": (
+        KernelAssert("ssm-conv.cu 150-157", "kernel size 3, 4, 5, 9 or 15",
+                     lambda t: int(_s1(t).contents.ne[0]) in (3, 4, 5, 9, 15)),
+        KernelAssert("ssm-conv.cu 181-183", "packed elements, src0's rows contiguous",
+                     lambda t: _packed(_s0(t)) and _packed(_s1(t))
+                     and int(_s0(t).contents.nb[1]) == int(_s0(t).contents.ne[0]) * 4),
+        KernelAssert("ssm-conv.cu 191-192", "F32 src0 and result", _f32(_s0, _dst)),
+    ),
+    # conv2d-dw.cu ggml_cuda_op_conv2d_dw (119-161): rules.cuda_conv2d_dw_kernel_layout
+    "CONV_2D_DW": (KernelAssert("conv2d-dw.cu 123, 150-159", "F32; a contiguous or channels-contiguous input",
+                                lambda t: cuda_conv2d_dw_kernel_layout(t) is None),),
+    # ggml_cuda_mul_mat (ggml-cuda.cu 2541-2631) picks a path by the GPU's compute capability; each asserts packed
+    # elements (mmvf.cu 644-647, mmf.cu 27-30, ggml-cuda.cu 2214) and the batched cuBLAS one a contiguous result
+    # (2201); a batched non-F32 src1 that cannot take that path (a transposed operand) aborts (1835, 2618-2621)
+    "MUL_MAT": (
+        KernelAssert("mmvf.cu 644-647, mmf.cu 27-30, ggml-cuda.cu 2214", "packed elements in src0, src1, result",
+                     lambda t: _packed(_s0(t)) and _packed(_s1(t)) and _packed(t)),
+        KernelAssert("ggml-cuda.cu 2201, 2088, 2094", "result contiguous", lambda t: g.ggml_is_contiguous(t)),
+        KernelAssert("ggml-cuda.cu 1835, 2618-2621", "a batched non-F32 src1 with neither operand transposed",
+                     lambda t: _ty(_s1(t)) == "F32"
+                     or int(_s1(t).contents.ne[2]) * int(_s1(t).contents.ne[3]) == 1
+                     or not (g.ggml_is_transposed(_s0(t)) or g.ggml_is_transposed(_s1(t)))),
+    ),
+    # launch_fattn (fattn-common.cuh 970-1270), every kernel's launcher: F32 Q and result, packed elements, F16 mask
+    "FLASH_ATTN_EXT": (
+        KernelAssert("fattn-common.cuh 987-988", "F32 Q and result", _f32(_s0, _dst)),
+        KernelAssert("fattn-common.cuh 990-992", "Q, K, V elements packed",
+                     lambda t: all(_packed(_src(t, i)) for i in range(3))),
+        KernelAssert("fattn-common.cuh 994", "mask F16", lambda t: _src(t, 3) is None or _ty(_src(t, 3)) == "F16"),
+    ),
+}
+#: ops read with a kernel of the table that the families do not build on CUDA: SUB (binbcast.cu with ADD, MUL,
+#: DIV); SSM_CONV (a one-frame WavTokenizer of 128 channels or more, tests/test_cuda_profile.py)
+KERNELS_NOT_BUILT = {"SUB", "SSM_CONV"}
 
 # ---- ggml-hexagon's supports_op, read by hand, for the ops the Mimi graphs bring ----------------------------------
 # ggml-org/ggml src/ggml-hexagon/ggml-hexagon.cpp at each commit a Hexagon profile names: its switch case, then the
@@ -370,9 +634,36 @@ def test_cuda_answers_are_the_sources(table):
 def test_cuda_table_has_no_stale_rows(table):
     """Every row of CUDA_SOURCE is a signature the families still build (but NONE, kept as the switch's first
     case, and the one-frame SSM_CONV of a full-size WavTokenizer, which tests/test_cuda_profile.py builds)."""
-    kept = {("NONE", "F32", "", C, ""), ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True")}
+    kept = {("NONE", "F32", "", C, ""), ("SSM_CONV", "F32", f"F32:{C} F32:{C}", C, "ne1%128=True k=7")}
     stale = [sig for sig in CUDA_SOURCE if sig not in table.answers and sig not in kept]
     assert not stale, stale
+
+
+def test_cuda_kernels_read_for_every_op(table):
+    """Every op the CUDA profile accepts in the families' graphs has its kernel's asserts in CUDA_KERNELS (an op the
+    families start to hand the GPU fails here until someone reads its kernel), and every op of CUDA_KERNELS is one
+    they hand it, but those read with another (KERNELS_NOT_BUILT)."""
+    unread = sorted(table.cuda_ops - set(CUDA_KERNELS))
+    assert not unread, f"ops the CUDA profile accepts whose kernels CUDA_KERNELS lacks: {unread}"
+    assert set(CUDA_KERNELS) - table.cuda_ops == KERNELS_NOT_BUILT
+
+
+def test_cuda_accepts_only_what_its_kernels_run(table):
+    """No node the CUDA profile accepts fails an assert of its kernel: the scheduler would place it on the GPU and
+    the kernel would abort (or, where `aborts` is False, read it wrong)."""
+    assert not table.kernel_fails, "\n".join(table.kernel_fails)
+
+
+def test_strided_sin_cos_fail_the_unary_kernel(table):
+    """The in-graph iSTFT's SIN and COS of the phase (a strided view) fail ggml_cuda_op_unary's contiguity assert
+    (unary.cu 144), which supports_op does not ask (ggml-cuda.cu 5351-5352): the profile refuses them by the kernel's
+    rule, as it refuses the EXP of the magnitude (also a view) by supports_op's (5103)."""
+    strided = "F32:rows+c2"
+    for op, entry in (("SIN", "221-223"), ("COS", "225-227")):
+        sig = (op, "F32", strided, C, "")
+        assert (sig, f"unary.cu {entry}, 144", "cuda_unary_kernel") in table.kernel_refused
+        assert table.answers[sig]["cuda"] == {"cuda_unary_kernel"}
+    assert table.answers[("EXP", "F32", strided, C, "")]["cuda"] == {"contiguous_src0"}
 
 
 def test_hexagon_answers_are_the_sources(table):

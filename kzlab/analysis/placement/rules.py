@@ -720,6 +720,53 @@ def cuda_set(t, env: Env, arg) -> str | None:
     return None if ok else "SET needs F32 or I32 operands of the result's type"
 
 
+# ---- CUDA kernels' own asserts --------------------------------------------------------------------------------
+# supports_op accepts some nodes whose kernel then stops the process with a GGML_ASSERT or GGML_ABORT. The scheduler
+# places such a node on the GPU all the same, and the decode aborts when it reaches it. The rules below refuse what
+# those kernels assert (ggml-org/ggml eced84c8, src/ggml-cuda/), so that a simulated placement is one a GPU can run;
+# on exactly these nodes it differs from the real scheduler's assignment. tests/test_profile_sources.py holds the
+# asserts read from every kernel kzlab's graphs reach on CUDA, each with its file and line.
+#: ssm-conv.cu eced84c8 lines 150-157: the d_conv (kernel sizes) ssm_conv_f32_cuda has a kernel for
+CUDA_SSM_CONV_SIZES = (3, 4, 5, 9, 15)
+
+
+@rule("cuda_unary_kernel")
+def cuda_unary_kernel(t, env: Env, arg) -> str | None:
+    """ggml_cuda_op_unary's asserts (ggml-cuda/unary.cu eced84c8 lines 137-155): a contiguous src0 (line 144), F32 or
+    F16 (146-147), the result of src0's type (148). It is the kernel of SQR, SQRT, SIN, COS and LOG (lines 213-231)
+    and of the UNARY ops (157-259), and it reads src0 as one flat run of elements (line 153). supports_op accepts
+    SQR, SQRT, SIN, COS and LOG whatever their operands (ggml-cuda.cu lines 5349-5355) and the UNARY ops on a
+    contiguous src0 of any type (line 5103), so a SIN of a strided view (WavTokenizer's in-graph iSTFT takes the
+    phase as a view of every row's second half) would be scheduled on the GPU and abort there."""
+    s0 = src(t, 0)
+    a, d = s0.contents.type, t.contents.type
+    if not g.ggml_is_contiguous(s0):
+        return "src0 not contiguous: supports_op takes it, ggml_cuda_op_unary asserts it (unary.cu 144)"
+    if a not in (F32, F16) or d != a:
+        return f"{tname(a)} -> {tname(d)}: ggml_cuda_op_unary asserts F32 or F16 of one type (unary.cu 146-148)"
+    return None
+
+
+@rule("cuda_ssm_conv_kernel")
+def cuda_ssm_conv_kernel(t, env: Env, arg) -> str | None:
+    """ggml_cuda_op_ssm_conv's asserts past supports_op's channel count (ggml-cuda/ssm-conv.cu eced84c8 lines
+    160-206): packed F32 elements in src0 and src1 (lines 181-182), src0's rows contiguous (183), an F32 src0 and
+    result (191-192); then ssm_conv_f32_cuda aborts on a kernel size (src1 ne[0]) it has no kernel for (lines
+    150-157: 3, 4, 5, 9 and 15). WavTokenizer's one-frame depthwise conv has 7 taps: supports_op accepts it at 768
+    channels (line 5376) and the kernel aborts."""
+    s0, s1 = src(t, 0), src(t, 1)
+    k = int(s1.contents.ne[0])
+    if k not in CUDA_SSM_CONV_SIZES:
+        return f"kernel size {k}: ssm_conv_f32_cuda has kernels for {CUDA_SSM_CONV_SIZES} only (ssm-conv.cu 156)"
+    ts = g.ggml_type_size(F32)
+    packed = int(s0.contents.nb[0]) == ts and int(s1.contents.nb[0]) == ts
+    if not packed or int(s0.contents.nb[1]) != int(s0.contents.ne[0]) * ts:
+        return "src0 rows or src1 elements not packed (ssm-conv.cu 181-183)"
+    if s0.contents.type != F32 or t.contents.type != F32:
+        return "src0 and the result must be F32 (ssm-conv.cu 191-192)"
+    return None
+
+
 def cuda_conv2d_dw_kernel_layout(t) -> str | None:
     """Why ggml-cuda's CONV_2D_DW kernel would abort on this node or misread its weights, None when it runs right.
 

@@ -121,6 +121,11 @@ def test_heads_from_override_when_no_metadata_at_all(sources, tmp_path, ref):
     p = infer_layout(path)
     assert any("no head count" in n for n in p.notes)
     assert "heads assumed" in p.summary()
+    # given to inference, the head count is the map's (`kzlab layout infer --hparam num_heads=4`)
+    given = infer_layout(path, hparams={"num_heads": 4})
+    assert given.heads == "given" and "head count given" in given.summary()
+    assert given.layout.hparams == {"num_heads": 4} and given.hparams.num_heads == 4
+    assert not any("no head count" in n for n in given.notes + given.layout.notes)
     # without a head count the file still loads (heads of 64 assumed), and says so
     dec, warned = _load(path)
     with dec:

@@ -9,6 +9,11 @@ the file is never used: files are rewritten in any order. When two tensors still
 inference refuses and names both. This module holds what every family's inference shares: the words, the
 solver that gives roles to tensors, the proposal, and the entry point that asks the families.
 
+Every family is asked. A family that finds none of its decoder's skeleton in the file says so with `NotThisFamily`;
+any other refusal means the skeleton is there but something in it cannot be decided (two tensors of one shape and
+no word apart). When no family maps the file, the refusal (`NoFamilyFits`) gives every family's reason, those that
+found their skeleton first: one family's "not mine" is never the whole answer.
+
 Names are read as words: split at every separator, at camelCase and before a capital that starts a word
 (`normWAntes` -> norm, w, antes). A word counts wherever it stands in a segment, so `norm_attn`, `attnNorm`,
 `ln-ffn`, `mlp_ln`, `ls_mlp` and `post_attention_layernorm` all tell the side of a transformer norm or
@@ -188,7 +193,7 @@ class Proposal:
     overrides: dict[str, Any] = field(default_factory=dict)
     unused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    heads: str = "metadata"  # where the head count came from: "metadata", "key '...'" or "assumed"
+    heads: str = "metadata"  # where the head count came from: "metadata", "key '...'", "given" or "assumed"
     #: the family's one-line account of the sizes the hyperparameters say (its infer module gives it)
     sizes: Callable[[Any], str] = field(default=lambda hp: "", repr=False)
 
@@ -206,6 +211,8 @@ class Proposal:
             + (
                 "; no head count in the file: heads assumed, give hparams={'num_heads': N} (--hparam num_heads=N)"
                 if self.heads == "assumed"
+                else "; head count given"
+                if self.heads == "given"
                 else f"; head count from metadata {self.heads}"
                 if self.heads != "metadata"
                 else ""
@@ -218,6 +225,9 @@ class Proposal:
         w = max((len(a.role) for a in self.assignments), default=0)
         for a in self.assignments:
             lines.append(f"  {a.role:<{w}}  <- {a.tensor}   [{a.how}{'' if a.certain else ', uncertain'}]")
+        if self.layout.transforms:
+            lines += ["", f"value transforms ({len(self.layout.transforms)}), applied at load:"]
+            lines += [f"  {rx.pattern}  {k}{':' + a if a else ''}" for rx, (k, a) in self.layout.transforms]
         if self.unused:
             lines += ["", f"not used by the decoder ({len(self.unused)}): " + ", ".join(self.unused[:12])]
         lines += ["", "hyperparameters: " + ", ".join(f"{k}={v}" for k, v in self.hparams.to_dict().items())]
@@ -249,6 +259,20 @@ class _T:
         if len(s) == 3:
             return s[0], s[1], s[2]
         return None
+
+
+class NotThisFamily(LayoutError):
+    """A family's inference found none of its decoder's skeleton in the file (not "its decoder, but ..."): the
+    reason is kept, but another family's refusal, if any got further, is the one to read first."""
+
+
+class NoFamilyFits(LayoutError):
+    """No family's inference maps the file. `reasons` holds each family's refusal (family name -> message), those
+    whose skeleton was found first; the message lists them all."""
+
+    def __init__(self, message: str, reasons: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.reasons: dict[str, str] = dict(reasons or {})
 
 
 def _refuse(msg: str, names: Iterable[str]) -> LayoutError:
@@ -528,11 +552,16 @@ def apply_overrides(hp: Any, values: dict[str, Any], source: str = "") -> Any:
     return apply(hp, values, source)
 
 
-def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal:
+def infer_layout(
+    raw: RawFile | str | Path, name: str | None = None, hparams: dict[str, Any] | None = None
+) -> Proposal:
     """Propose a layout map for a decoder file from its structure: each family's inference is tried, the
     family the file's `general.architecture` names first, then the others in registry order; the first that
-    maps the file wins. When none does, the refusal of the first family tried says why (LayoutError, naming
-    the tensors)."""
+    maps the file wins. `hparams` are hyperparameters the file cannot say (a GroupNorm's group count, a head count),
+    given by the user: applied as the family allows and written in the map's `[hparams]`, so that the map alone
+    loads the file as it was meant. When no family maps the file, `NoFamilyFits` gives every family's reason,
+    those of the families whose skeleton the file has first (a refusal that names tensors it cannot tell apart
+    says more than another family's "not mine")."""
     from kzlab.formats.family_files import all_halves
 
     if not isinstance(raw, RawFile):
@@ -541,17 +570,52 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
         raw = read(raw)
     halves = all_halves()
     halves.sort(key=lambda ah: raw.architecture not in ah[0].architectures)  # stable: the labelled family first
-    first: KzlabError | None = None
-    for _arch, fh in halves:
+    refused: list[tuple[str, KzlabError]] = []
+    for arch, fh in halves:
         try:
-            return fh.infer_layout(raw, name)
+            proposal = fh.infer_layout(raw, name)
         except KzlabError as e:
-            first = first or e
-    assert first is not None
-    raise first
+            refused.append((arch.name, e))
+            continue
+        return _given(proposal, hparams, str(raw.path)) if hparams else proposal
+    raise _no_family(str(raw.path), raw.architecture, refused)
+
+
+def _given(p: Proposal, values: dict[str, Any], src: str) -> Proposal:
+    """The proposal with the user's hyperparameters applied (checked by the family) and recorded in its map."""
+    p.hparams = apply_overrides(p.hparams, values, src)
+    p.overrides.update(values)
+    p.layout.hparams.update(values)
+    stale = tuple(f"no {k} in the metadata" for k in values)
+    if "num_heads" in values or "head_dim" in values:
+        p.heads = "given"
+        stale += ("no head count",)
+    p.notes = [n for n in p.notes if not n.startswith(stale)]
+    p.layout.notes = [n for n in p.layout.notes if not n.startswith(stale)]
+    said = ", ".join(f"{k}={v}" for k, v in values.items())
+    p.notes.append(f"given, not read from the file: {said} (in the map's [hparams])")
+    p.layout.notes.append(f"given, not read from the file: {said}")
+    return p
+
+
+def _no_family(src: str, architecture: str | None, refused: list[tuple[str, KzlabError]]) -> KzlabError:
+    """The refusal when no family maps a file: one line per family with its reason, the families whose skeleton
+    the file has first (their refusal is the one to act on), the file's path said once. With one family
+    registered, its own refusal."""
+    if len(refused) == 1:
+        return refused[0][1]
+    near = [(f, e) for f, e in refused if not isinstance(e, NotThisFamily)]
+    far = [(f, e) for f, e in refused if isinstance(e, NotThisFamily)]
+    reasons = {f: str(e).removeprefix(f"{src}: ") for f, e in near + far}
+    label = f"general.architecture {architecture!r}" if architecture is not None else "no general.architecture"
+    lines = [f"{src}: no decoder family maps this file by its structure ({label}); each family's reason"
+             + (", those whose skeleton the file has first:" if near else ":")]
+    lines += [f"  {f} (its skeleton is in the file): {reasons[f]}" for f, _ in near]
+    lines += [f"  {f}: {reasons[f]}" for f, _ in far]
+    return NoFamilyFits("\n".join(lines), reasons)
 
 
 __all__ = [
-    "Assignment", "Proposal", "apply_overrides", "has_word", "heads_from_metadata", "infer_layout", "lcp",
-    "natural_key", "stem", "tokens",
+    "Assignment", "NoFamilyFits", "NotThisFamily", "Proposal", "apply_overrides", "has_word", "heads_from_metadata",
+    "infer_layout", "lcp", "natural_key", "stem", "tokens",
 ]

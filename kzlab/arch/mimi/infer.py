@@ -56,6 +56,7 @@ from kzlab.errors import LayoutError
 from kzlab.formats.infer import (
     _T,
     Assignment,
+    NotThisFamily,
     Proposal,
     Score,
     _ordinal,
@@ -221,8 +222,8 @@ def _seanet(c: _Ctx) -> _Seanet:
     builds a chain of halving transposed convs and a first conv; two that do, unless copies, are refused."""
     waves = _sorted(t for t in c.free() if _is_conv(t) and t.shape[0] == 1 and t.shape[1] > 1 and t.shape[2] > 1)
     if not waves:
-        raise LayoutError(f"{c.src}: not a Mimi decoder as far as the shapes tell: no conv to one channel (the "
-                          "waveform) [1, C, k]")
+        raise NotThisFamily(f"{c.src}: not a Mimi decoder as far as the shapes tell: no conv to one channel (the "
+                            "waveform) [1, C, k]")
     built: list[_Seanet] = []
     first_error: LayoutError | None = None
     for w in waves:
@@ -267,14 +268,14 @@ def _chain(c: _Ctx, wave: _T) -> _Seanet:
         blocks.append(_Block(t, how, units))
         cout = t.shape[0]
     if not blocks:
-        raise LayoutError(f"{c.src}: not a Mimi decoder as far as the shapes tell: no transposed conv [2C, C, 2r] "
-                          f"into the waveform conv '{wave.name}' [1, {wave.shape[1]}, {wave.shape[2]}]")
+        raise NotThisFamily(f"{c.src}: not a Mimi decoder as far as the shapes tell: no transposed conv [2C, C, 2r] "
+                            f"into the waveform conv '{wave.name}' [1, {wave.shape[1]}, {wave.shape[2]}]")
     assert floor is not None
     cands = [t for t in c.free() if t.name not in used and _is_conv(t) and t.shape[0] == cout and t.shape[1] > 1
              and lcp(t.toks, wave.toks) >= floor and not c.is_diagonal(t)]
     if not cands:
-        raise LayoutError(f"{c.src}: no first conv [{cout}, H, k] into the SEANet's widest block "
-                          f"'{blocks[-1].convt.name}'")
+        raise NotThisFamily(f"{c.src}: no first conv [{cout}, H, k] into the SEANet's widest block "
+                            f"'{blocks[-1].convt.name}'")
     first, how = c.pick(_sorted(cands), [wave, blocks[-1].convt], f"the SEANet's first conv [{cout}, H, k]")
     return _Seanet(wave, blocks[::-1], first, how)
 
@@ -334,9 +335,10 @@ def _upsample(c: _Ctx, H: int, anchors: list[_T]) -> None:
     diag = [t for t in dense if c.is_diagonal(t)]
     cands = _sorted(dw + diag)
     if not cands:
-        raise _refuse(f"{c.src}: no upsample of the decoder's width {H}: a depthwise transposed conv [{H}, 1, 2s], "
-                      f"or one stored dense [{H}, {H}, 2s] with zeros off its diagonal"
-                      + (" (these dense kernels of that shape are not)" if dense else ""), [t.name for t in dense])
+        shown = ", ".join(f"'{t.name}'" for t in dense[:8])
+        raise NotThisFamily(f"{c.src}: no upsample of the decoder's width {H}: a depthwise transposed conv [{H}, 1, "
+                            f"2s], or one stored dense [{H}, {H}, 2s] with zeros off its diagonal"
+                            + (f" (these dense kernels of that shape are not: {shown})" if dense else ""))
     t, how = c.pick(cands, anchors, f"the upsample [{H}, 1, 2s]")
     if t in diag:
         c.transforms[t.name] = ("diagonal", "")
@@ -408,8 +410,8 @@ def _transformer(c: _Ctx, H: int, anchors: list[_T]) -> tuple[list[_Layer], set[
     decoder's layers and the names of every stack's matrices (not codebooks, whatever their shapes)."""
     stacks = _stacks(c, H)
     if not stacks:
-        raise LayoutError(f"{c.src}: no transformer layer of the decoder's width {H} (numbered groups of q, k, v "
-                          f"[D, {H}], o [{H}, D] and MLP [I, {H}], [{H}, I] matrices)")
+        raise NotThisFamily(f"{c.src}: no transformer layer of the decoder's width {H} (numbered groups of q, k, v "
+                            f"[D, {H}], o [{H}, D] and MLP [I, {H}], [{H}, I] matrices)")
     near = {k: max(_near(t, anchors) for x in v for t in x.mats) for k, v in stacks.items()}
     best = max(near.values())
     top = sorted((k for k in stacks if near[k] == best), key=lambda k: natural_key(stacks[k][0].mats[0].name))
@@ -728,8 +730,9 @@ def _latent(c: _Ctx, H: int, anchors: list[_T], exclude: set[str]) -> None:
             if len(vs) >= 2:
                 cands[t.name] = vs
     if not cands:
-        raise LayoutError(f"{c.src}: no input of the decoder's width {H}: neither codebooks (numbered matrices [K, d] "
-                          f"with a projection [{H}, d]) nor latents (a projection [{H}, L] with a std and a mean [L])")
+        raise NotThisFamily(f"{c.src}: no input of the decoder's width {H}: neither codebooks (numbered matrices "
+                            f"[K, d] with a projection [{H}, d]) nor latents (a projection [{H}, L] with a std and a "
+                            "mean [L])")
     proj, how = c.pick(_sorted(c.s.all[n] for n in cands), anchors, f"the latents' projection [{H}, L]")
     vs = cands[proj.name]
     L = vs[0].shape[0]

@@ -16,6 +16,7 @@ from kzlab.errors import InvalidOptionError, LayoutError
 from kzlab.formats.infer import (
     _T,
     Assignment,
+    NotThisFamily,
     Proposal,
     Score,
     _attach,
@@ -42,7 +43,9 @@ from kzlab.formats.reader import RawFile
 def _quantizer(s: _Solver) -> dict[str, int]:
     """Codebooks [size, vq_dim] and the two output projections [codebook_dim, vq_dim]: the projections are
     the only pair of matrices whose input width is the codebooks' width and whose output feeds a
-    kernel-3 convolution (pre_conv)."""
+    kernel-3 convolution (pre_conv) [L, codebook_dim, 3], with the upsampling stages' depthwise convolutions
+    [L, 1, 7] in the file. Without such a set the file is not this family's (NotThisFamily), and no ambiguity in
+    a set found elsewhere is reported as this family's reason."""
     mats = [t for t in s.free.values() if t.mat()]
     by_shape: dict[tuple[int, int], list[_T]] = defaultdict(list)
     for t in mats:
@@ -53,12 +56,13 @@ def _quantizer(s: _Solver) -> dict[str, int]:
             continue
         books = [t for t in s.free.values() if len(t.shape) == 2 and t.shape[1] == vd and t not in projs]
         pre = [t for t in s.free.values() if t.conv() and t.shape[1] == cd and t.shape[2] == 3]
-        if len(books) >= 2 and len(pre) == 1:
+        # the skeleton: the quantizer, and the upsampling stages' depthwise convs [L, 1, 7] after pre_conv
+        if len(books) >= 2 and len(pre) == 1 and s.find(lambda t, L=pre[0].shape[0]: t.shape == (L, 1, 7)):
             found.append((projs, books, pre[0]))
     if not found:
-        raise LayoutError(
+        raise NotThisFamily(
             f"{s.src}: not a Qwen3-TTS 12 Hz decoder as far as the shapes tell: no set of codebooks with two "
-            "output projections feeding a kernel-3 convolution"
+            "output projections feeding a kernel-3 convolution [L, ., 3] that depthwise convolutions [L, 1, 7] follow"
         )
     if len(found) > 1:
         raise _refuse(f"{s.src}: several tensor sets look like the quantizer", [f[0][0].name for f in found])
@@ -125,7 +129,7 @@ def _blocks(s: _Solver, L: int) -> dict[str, Any]:
         if not chain or t.shape[0] == chain[-1].shape[1]:
             chain.append(t)
     if not chain:
-        raise LayoutError(f"{s.src}: no decoder block found (transposed convolutions that halve the channels)")
+        raise NotThisFamily(f"{s.src}: no decoder block found (transposed convolutions that halve the channels)")
     dim = chain[0].shape[0]
     dec0 = s.find(lambda t: t.shape == (dim, L, 7))
     if len(dec0) != 1:
@@ -174,7 +178,7 @@ def _upsampling(s: _Solver, L: int) -> int:
     and pointwise layers [4L, L], [L, 4L] of a stage are those whose names sit nearest to it."""
     dws = s.find(lambda t: t.shape == (L, 1, 7))
     if not dws:
-        raise LayoutError(f"{s.src}: no upsampling stage found (depthwise convolutions [{L}, 1, 7])")
+        raise NotThisFamily(f"{s.src}: no upsampling stage found (depthwise convolutions [{L}, 1, 7])")
     cts = s.find(lambda t: bool(t.conv()) and t.shape[0] == L and t.shape[1] == L)
     pw1 = s.find(lambda t: t.mat() == (4 * L, L))
     pw2 = s.find(lambda t: t.mat() == (L, 4 * L))
@@ -209,7 +213,7 @@ def _transformer(s: _Solver, L: int) -> dict[str, Any]:
             layers[t.toks[: pos + 1]].append(t)
     layers = {k: v for k, v in layers.items() if len(v) >= 3}
     if not layers:
-        raise LayoutError(f"{s.src}: no transformer layer found (numbered groups of projection matrices)")
+        raise NotThisFamily(f"{s.src}: no transformer layer found (numbered groups of projection matrices)")
     keys = sorted(layers, key=lambda k: natural_key(".".join(k)))
     info: dict[str, Any] = {"layers": []}
     H = None

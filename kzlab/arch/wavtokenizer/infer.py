@@ -2,14 +2,22 @@
 
 Shapes first: the depthwise convolutions [C, 1, k] give the width C and the ConvNeXt count, the one other
 convolution with C outputs and neither 1 nor C inputs is the embedding conv (its inputs: the codebook width F),
-the one matrix [V, F] is the codebook, the pointwise pair [ff, C] / [C, ff] appears once per ConvNeXt block,
-and the one matrix [n_fft + 2, C] left is the head. Then blocks: tensors that share a name prefix up to their
-first number form one block; a block with a depthwise conv is a ConvNeXt block, one with two [C, C, k]
-convolutions a posnet ResNet block, one with four [C, C] 1x1 convolutions the attention block, one with only
-two C-vectors the posnet's closing GroupNorm; blocks are ordered by that number. Within a block, the vectors
+the one matrix [V, F] is the codebook (a running statistic of it, whose name is the codebook's with words added,
+such as codec.cpp's `embed_avg` beside `embed`, is passed over), the pointwise pair [ff, C] / [C, ff] appears
+once per ConvNeXt block, and the one matrix [n_fft + 2, C] left is the head. AdaLayerNorm files (codec.cpp's)
+keep each of those norms as tables [R, C], one row per bandwidth id: 2 per ConvNeXt block and 2 for the
+embedding's norm, all of one R; such a table goes to a norm's weight or bias and is read through one row
+(`row:bandwidth_id`, 0 unless `bandwidth_id` is given), the output norm being a plain LayerNorm. Then blocks:
+tensors that share a name prefix up to their first number form one block; a block with a depthwise conv is a
+ConvNeXt block, one with two [C, C, k] convolutions a posnet ResNet block, one with four [C, C] 1x1 convolutions
+the attention block, one with only two C-vectors the posnet's closing GroupNorm; blocks are ordered by that
+number. Within a block, the vectors
 go to roles by name (a bias beside its weight, a norm's weight beside its bias), role words (q/k/v/o, norm,
 gamma/scale, weight/bias) and numbers in the names (`norm1` before `norm2`), through the solver every
-family shares (kzlab.formats.infer): when two tensors cannot be told apart it refuses and names them.
+family shares (kzlab.formats.infer): when two tensors cannot be told apart it refuses and names them. A file
+without the skeleton (depthwise convs, embedding conv, codebook, pointwise pairs, head) is refused as
+`NotThisFamily`, so that another family's reason is read first. What the file cannot say (GroupNorm's group count
+when no metadata states it) is noted; `kzlab layout infer --hparam group_norm_groups=N` writes it into the map.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from kzlab.arch.wavtokenizer.spec import WavTokenizerHParams, decoder_roles, hpa
 from kzlab.errors import LayoutError
 from kzlab.formats.infer import (
     _T,
+    NotThisFamily,
     Proposal,
     Score,
     _ordinal,
@@ -87,6 +96,24 @@ def _wb(*roles: str) -> list[tuple[str, str, set[str]]]:
     return [(r, "bias" if r.endswith("bias") else "weight", _WB) for r in roles]
 
 
+def _statistics(books: list[_T]) -> tuple[list[_T], list[_T]]:
+    """Codebook candidates split into (codebooks, running statistics): a candidate whose tokens are another's with
+    words added (`embed_avg` beside `embed`, `embed.sum` beside `embed`) is a statistic kept with it for training,
+    not read by the decoder. Structure only: made-up words keep the relation."""
+    stats = [t for t in books if any(len(o.toks) < len(t.toks) and t.toks[: len(o.toks)] == o.toks for o in books)]
+    return [t for t in books if t not in stats], stats
+
+
+def _tables(outs: dict[int, list[_T]], C: int, ff: int, n_conv: int) -> tuple[int, list[_T]]:
+    """AdaLayerNorm tables [R, C]: the one row count R (neither C nor ff) of exactly 2 * (n_conv + 1) matrices,
+    a scale and a shift for each ConvNeXt block's norm and the embedding's. (0, []) when the file has none."""
+    want = 2 * (n_conv + 1)
+    rows = [r for r, ts in outs.items() if r not in (C, ff) and len(ts) == want and all(len(t.shape) == 2 for t in ts)]
+    if len(rows) != 1:
+        return 0, []
+    return rows[0], outs[rows[0]]
+
+
 def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal:
     """Propose a layout map for a WavTokenizer decoder file from its structure; refuse (LayoutError, naming
     the tensors) when the file is not one or two tensors cannot be told apart."""
@@ -100,20 +127,13 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
     dws = [t for t in free if len(t.shape) == 3 and t.shape[1] == 1 and t.shape[0] > 1 and t.shape[2] > 1]
     widths = {t.shape[0] for t in dws}
     if not dws or len(widths) != 1:
-        raise LayoutError(
+        raise NotThisFamily(
             f"{src}: not a WavTokenizer decoder as far as the shapes tell: no depthwise convolutions [C, 1, k] "
             "of one width"
         )
     C = widths.pop()
     n_conv = len(dws)
     vec = lambda n: lambda t: _sq(t) == (n,)  # noqa: E731
-    emb = [t for t in free if t.conv() and t.shape[0] == C and t.shape[1] not in (1, C) and t.shape[2] > 1]
-    if len(emb) != 1:
-        raise _refuse(f"{src}: expected one embedding convolution [{C}, F, k]", [t.name for t in emb])
-    F = emb[0].shape[1]
-    books = [t for t in free if len(t.shape) == 2 and t.shape[1] == F and t.shape[0] != C]
-    if len(books) != 1:
-        raise _refuse(f"{src}: expected one codebook [V, {F}]", [t.name for t in books])
     mats = [t for t in free if len(t.shape) == 2]
     outs = defaultdict(list)
     ins = defaultdict(list)
@@ -123,13 +143,41 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
         if t.shape[0] == C:
             ins[t.shape[1]].append(t)
     ffs = [x for x in outs if x != C and len(outs[x]) == n_conv and len(ins.get(x, ())) == n_conv]
-    if len(ffs) != 1:
-        raise LayoutError(f"{src}: no pointwise pair [ff, {C}] / [{C}, ff] for each of the {n_conv} ConvNeXt blocks")
+    if len(ffs) != 1:  # the strongest sign of the family: checked before any part that could be ambiguous
+        raise NotThisFamily(f"{src}: not a WavTokenizer decoder as far as the shapes tell: no pointwise pair "
+                            f"[ff, {C}] / [{C}, ff] for each of the {n_conv} depthwise convolutions [{C}, 1, k]")
     ff = ffs[0]
-    heads = [t for x, ts in outs.items() if x not in (C, ff) and x > 2 and (x - 2) % 4 == 0 for t in ts]
+    # every part of the skeleton is looked for before any is refused as ambiguous: a file that lacks one is not
+    # this family's (NotThisFamily), whatever else in it looks like the parts found first
+    emb = [t for t in free if t.conv() and t.shape[0] == C and t.shape[1] not in (1, C) and t.shape[2] > 1]
+    if not emb:
+        raise NotThisFamily(f"{src}: not a WavTokenizer decoder as far as the shapes tell: no embedding "
+                            f"convolution [{C}, F, k] beside the depthwise convolutions [{C}, 1, k]")
+    R, tables = _tables(outs, C, ff, n_conv)
+    heads = [t for x, ts in outs.items() if x not in (C, ff, R) and x > 2 and (x - 2) % 4 == 0 for t in ts]
+    if not heads:
+        raise NotThisFamily(f"{src}: not a WavTokenizer decoder as far as the shapes tell: no head matrix "
+                            f"[n_fft + 2, {C}]")
+    books_of = {f: _statistics([t for t in free if len(t.shape) == 2 and t.shape[1] == f and t.shape[0] != C
+                                and t not in tables]) for f in {t.shape[1] for t in emb}}
+    if not any(b for b, _ in books_of.values()):
+        raise NotThisFamily(f"{src}: not a WavTokenizer decoder as far as the shapes tell: no codebook [V, F] "
+                            f"for the embedding convolution [{C}, F, k]")
+    if len(emb) != 1:
+        raise _refuse(f"{src}: expected one embedding convolution [{C}, F, k]", [t.name for t in emb])
+    F = emb[0].shape[1]
+    books, stats = books_of[F]
+    if len(books) != 1:
+        raise _refuse(f"{src}: expected one codebook [V, {F}]", [t.name for t in books])
     if len(heads) != 1:
         raise _refuse(f"{src}: expected one head matrix [n_fft + 2, {C}]", [t.name for t in heads])
     n_out = heads[0].shape[0]
+    notes: list[str] = []
+    if stats:
+        notes.append(f"the codebook '{books[0].name}' is also kept as running statistics for training "
+                     f"({', '.join(repr(t.name) for t in stats)}: its name with words added): not used")
+    tab = lambda t: t in tables  # noqa: E731
+    norm_vec = lambda t: _sq(t) == (C,) or tab(t)  # noqa: E731
 
     # blocks: tensors that share a name prefix up to their first number
     groups: dict[tuple[str, ...], list[_T]] = defaultdict(list)
@@ -166,7 +214,7 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
                 p + "pw1.weight": lambda t: t.shape == (ff, C),
                 p + "pw2.weight": lambda t: t.shape == (C, ff),
                 p + "pw1.bias": vec(ff),
-                p + "dwconv.bias": vec(C), p + "norm.weight": vec(C), p + "norm.bias": vec(C),
+                p + "dwconv.bias": vec(C), p + "norm.weight": norm_vec, p + "norm.bias": norm_vec,
                 p + "pw2.bias": vec(C), p + "gamma": vec(C),
             },
             f"ConvNeXt block {i}",
@@ -206,13 +254,13 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
         else:
             _assign(s, groups[k], {p + "attn_norm.weight": vec(C), p + "attn_norm.bias": vec(C)},
                     f"posnet block {i} (GroupNorm)", kinds=_wb(p + "attn_norm.weight", p + "attn_norm.bias"))
-    rest = [t for t in top if t.name in s.free and _sq(t) in ((C,), (n_out,))]
+    rest = [t for t in top if t.name in s.free and (_sq(t) in ((C,), (n_out,)) or tab(t))]
     tn, on = "token_embd_norm.", "output_norm."
     anchors = {"token_embd.weight": books[0], "output.weight": heads[0], "conv1d.weight": emb[0]}
     items = rest + list(anchors.values())
     spec = {r: (lambda t, a=a: t is a) for r, a in anchors.items()}
     spec.update({"output.bias": vec(n_out), "conv1d.bias": vec(C)})
-    spec.update({tn + "weight": vec(C), tn + "bias": vec(C), on + "weight": vec(C), on + "bias": vec(C)})
+    spec.update({tn + "weight": norm_vec, tn + "bias": norm_vec, on + "weight": vec(C), on + "bias": vec(C)})
     _assign(
         s, items, spec, "embedding conv, norms and head",
         pairs=[("conv1d.bias", "conv1d.weight"), ("output.bias", "output.weight"),
@@ -224,27 +272,36 @@ def infer_layout(raw: RawFile | str | Path, name: str | None = None) -> Proposal
     )
 
     shapes = {role: s.all[a.tensor].shape for role, a in s.out.items()}
-    notes: list[str] = []
+    transforms: dict[str, tuple[str, str]] = {}
+    for role, a in s.out.items():
+        if s.all[a.tensor] in tables:
+            shapes[role] = (C,)
+            transforms[a.tensor] = ("row", "bandwidth_id")
+    if transforms:
+        notes.append(f"AdaLayerNorm tables [{R}, {C}] (one row per bandwidth id) for the embedding's norm and each "
+                     f"ConvNeXt block's: {len(transforms)} tables read through one row, row 0 unless "
+                     f"bandwidth_id is given (--hparam bandwidth_id=N, 0..{R - 1})")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         hp = hparams_from(shapes, raw.metadata, src, notes=notes)
     notes += [str(w.message).replace(f"{src}: ", "") for w in caught]
-    _check(s, hp)
+    _check(s, hp, shapes)
     unused = sorted(set(s.all) - {a.tensor for a in s.out.values()}, key=natural_key)
     order = {r.name: i for i, r in enumerate(decoder_roles(hp))}
     assignments = sorted(s.out.values(), key=lambda a: order.get(a.role, len(order)))
-    return proposal_of(raw, name, assignments, WavTokenizerHParams.family, hp, {}, unused, notes, "metadata", sizes)
+    return proposal_of(raw, name, assignments, WavTokenizerHParams.family, hp, {}, unused, notes, "metadata", sizes,
+                       transforms)
 
 
-def _check(s: _Solver, hp: WavTokenizerHParams) -> None:
-    """Every role found, with the shape the hyperparameters imply (size-1 axes aside)."""
+def _check(s: _Solver, hp: WavTokenizerHParams, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Every role found, with the shape the hyperparameters imply (size-1 axes aside; a table as its row)."""
     missing, wrong = [], []
     for r in decoder_roles(hp):
         a = s.out.get(r.name)
         if a is None:
             missing.append(r.name)
             continue
-        if _sq(s.all[a.tensor]) != tuple(d for d in r.shape if d != 1):
+        if tuple(d for d in shapes[r.name] if d != 1) != tuple(d for d in r.shape if d != 1):
             wrong.append(a.tensor)
     if missing:
         raise LayoutError(f"{s.src}: inference found no tensor for role(s) {', '.join(missing[:8])}")

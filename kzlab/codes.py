@@ -5,6 +5,12 @@ tensor; here they are a clear `InvalidInputError`. `hp` is the decoder's HParams
 `num_quantizers`, `codebook_size` and `semantic_codebook_size`). A decoder whose first stage takes continuous
 latents instead (its hyperparameters say `takes_codes` False and give `input_channels`) gets float32 frames
 [input_channels, T] in the same places: validated as finite floats, drawn as standard normals.
+
+How many codebooks codes may have is the family's to say, on its hyperparameters: `num_quantizers` at most and
+`min_quantizers` at least (absent: exactly `num_quantizers`). A family that decodes the first n of its codebooks
+(as its upstream decode does) gives `min_quantizers` and `for_codebooks(n)`, the hyperparameters of a decode of n
+codebooks (`hparams_for_codebooks`); a wrong count is refused with the family's `codebook_count_hint(n)`: what it
+needs, and the option that would take such codes where there is one.
 """
 
 from __future__ import annotations
@@ -48,33 +54,70 @@ def validate_latents(x, hp) -> np.ndarray:
     return validate_float(x, int(hp.input_channels), "latents")
 
 
+def codebook_range(hp: Any) -> tuple[int, int]:
+    """(fewest, most) codebooks codes for this decoder may have: the family's `min_quantizers` (absent: all of them)
+    and `num_quantizers`. Codes with n of them decode the first n."""
+    most = int(hp.num_quantizers)
+    return min(int(getattr(hp, "min_quantizers", most)), most), most
+
+
+def codebooks_shape(hp: Any) -> str:
+    """The codes' shape in words: '[16, T]', or '[n, T] with n from 1 to 32' where the count may vary."""
+    lo, hi = codebook_range(hp)
+    return f"[{hi}, T]" if lo == hi else f"[n, T] with n from {lo} to {hi} (the first n codebooks)"
+
+
+def hparams_for_codebooks(hp: Any, n: int) -> Any:
+    """The hyperparameters of a decode of codes with `n` codebooks (validated: `validate_codes`): `hp` itself for
+    all of them, else the family's `for_codebooks(n)` (the graph built for the first n)."""
+    if n == hp.num_quantizers:
+        return hp
+    lo, hi = codebook_range(hp)
+    if not lo <= n <= hi:
+        raise InvalidInputError(f"codes must have shape {codebooks_shape(hp)}; got {n} codebooks")
+    return hp.for_codebooks(int(n))
+
+
+def _count_error(hp: Any, shape: list[int]) -> InvalidInputError:
+    """Codes of the wrong shape: what the decoder takes, and the family's word on what would take them."""
+    text = f"codes must have shape {codebooks_shape(hp)}; got {shape}"
+    hint = getattr(hp, "codebook_count_hint", None)
+    if hint is not None and len(shape) == 2:
+        note = hint(int(shape[0]))
+        if note:
+            text += f": {note}"
+    return InvalidInputError(text)
+
+
 def validate_codes(codes, hp) -> np.ndarray:
-    """Codes as int32 [num_quantizers, T], or a clear InvalidInputError saying what is wrong (a decoder of latents:
+    """Codes as int32 [n, T] (n codebooks, from the family's `min_quantizers` to `num_quantizers`, see
+    `codebook_range`), or a clear InvalidInputError saying what is wrong (a decoder of latents:
     `validate_latents`)."""
     if not takes_codes(hp):
         return validate_latents(codes, hp)
     try:
         a = np.asarray(codes)
     except (ValueError, TypeError) as e:  # ragged nested lists and the like
-        raise InvalidInputError(f"codes must be an integer array of shape [{hp.num_quantizers}, T]; {e}") from None
+        raise InvalidInputError(f"codes must be an integer array of shape {codebooks_shape(hp)}; {e}") from None
     if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
         if np.issubdtype(a.dtype, np.floating) and a.size and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
             raise InvalidInputError(
                 f"codes must be an integer array; got {a.dtype} (convert with codes.astype(np.int32) if intended)"
             )
         raise InvalidInputError(
-            f"codes must be an integer array of shape [{hp.num_quantizers}, T]; got dtype {a.dtype}"
+            f"codes must be an integer array of shape {codebooks_shape(hp)}; got dtype {a.dtype}"
         )
     if a.ndim == 3 and a.shape[0] == 1:
         a = a[0]
-    if a.ndim != 2 or a.shape[0] != hp.num_quantizers:
-        raise InvalidInputError(f"codes must have shape [{hp.num_quantizers}, T]; got {list(a.shape)}")
+    lo, hi = codebook_range(hp)
+    if a.ndim != 2 or not lo <= a.shape[0] <= hi:
+        raise _count_error(hp, list(a.shape))
     if a.shape[1] < 1:
         raise InvalidInputError("codes have no frames (T = 0)")
     if a.min() < 0:
         i, t = np.argwhere(a < 0)[0]
         raise InvalidInputError(f"codes must be >= 0; codebook {i}, frame {t} is {a[i, t]}")
-    limits = np.array([hp.semantic_codebook_size] + [hp.codebook_size] * (hp.num_quantizers - 1))
+    limits = np.array([hp.semantic_codebook_size] + [hp.codebook_size] * (a.shape[0] - 1))
     over = a >= limits[:, None]
     if over.any():
         i, t = np.argwhere(over)[0]

@@ -10,10 +10,12 @@ codec.cpp's; llama.cpp's "F32" mmproj keeps F16 convs, 66.9 dB at best), as the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 import kzlab
 from kzlab.audio import snr_db
@@ -77,16 +79,134 @@ def test_codeccpp_quantised_files_hold_their_bounds(dtype, bound, mref):
     assert snr_db(wav, mref["wav"]) >= bound
 
 
-def test_the_first_8_of_32_codebooks_decode_as_upstream_decodes_those_8(mref):
+# ---- codes of fewer codebooks than the file's -------------------------------------------------------------------
+# transformers 4.57.3 decodes whatever count it is given: MimiSplitResidualVectorQuantizer.decode gives the semantic
+# RVQ codes[:, :1] and the acoustic RVQ the rest, if any (modeling_mimi.py:1347-1356), each RVQ summing the
+# codebooks it is given by position (:1289-1300). reference.npz holds that decode of the first 8 (`wav_first8`,
+# `quantizer_first8`, 2.5 dB from the 32's: a decode of the wrong codebooks cannot pass) and of the first one
+# (`quantizer.semantic`: the semantic branch alone, as codes[:, :1] decode).
+@pytest.mark.parametrize("path", [MIMI / "hf", CODECCPP / "codeccpp-mimi-tiny-f32.gguf"])
+def test_codes_of_the_first_8_codebooks_decode_as_transformers_decodes_those_8(path, mref):
+    with kzlab.Decoder(kzlab.load_model(path)) as dec:
+        assert dec.hparams.num_quantizers == dec.hparams.file_quantizers == 32  # nothing given
+        out = dec.decode(mref["codes"][:8], intermediates=True)
+        full = dec.decode(mref["codes"], intermediates=True)
+        one = dec.decode(mref["codes"][:1], intermediates=True)
+        # one graph per count on the same weights, each under its own key
+        keys = [k for k in dec.session._graphs if k[:2] == ("quantizer", 20)]
+        assert len(keys) == 3 and {k[-1] for k in keys} == {("codebooks", 8), ("codebooks", 1), True}
+    assert (out.codebooks_used, full.codebooks_used, one.codebooks_used) == (8, 32, 1)
+    assert snr_db(out.stages["quantizer"], mref["quantizer_first8"]) >= 70
+    assert snr_db(out.wav, mref["wav_first8"]) >= 70
+    assert snr_db(full.wav, mref["wav"]) >= 70  # all 32 after 8: the graph of 32, not the cached one of 8
+    assert snr_db(one.stages["quantizer"], mref["quantizer.semantic"]) >= 70
+
+
+def test_kzlab_decode_takes_8_of_32_codebooks_and_says_so(tmp_path, mref):
+    gguf = str(CODECCPP / "codeccpp-mimi-tiny-f32.gguf")
+    np.save(tmp_path / "C8.npy", mref["codes"][:8])
+    p = run_cli("decode", gguf, "--codes", str(tmp_path / "C8.npy"), "-o", str(tmp_path / "o.wav"),
+                "--npy", str(tmp_path / "o.npy"))
+    assert "8 used: the first 8 of the 32" in p.stdout, p.stdout
+    assert snr_db(np.load(tmp_path / "o.npy"), mref["wav_first8"]) >= 70
+    p = run_cli("decode", gguf, "--codes", str(tmp_path / "C8.npy"), "-o", str(tmp_path / "s.wav"),
+                "--npy", str(tmp_path / "s.npy"), "--stream", "1,3")
+    assert "8 used" in p.stdout and snr_db(np.load(tmp_path / "s.npy"), mref["wav_first8"]) >= 70
+    p = run_cli("info", gguf)
+    assert "codes [n, T] decode the first n, n from 1 to 32" in p.stdout, p.stdout
+    assert json.loads(run_cli("info", gguf, "--json").stdout)["codebooks"] == [1, 32]
+    # more codebooks than the file has: kzlab's refusal, not ggml's abort
+    np.save(tmp_path / "C33.npy", np.zeros((33, 5), np.int32))
+    p = run_cli("decode", gguf, "--codes", str(tmp_path / "C33.npy"), "-o", str(tmp_path / "x.wav"), check=False)
+    assert p.returncode == 2 and "the file has 32 codebooks" in p.stderr, (p.returncode, p.stderr)
+    assert "GGML" not in p.stderr and not (tmp_path / "x.wav").exists()
+
+
+def test_num_quantizers_caps_a_decode_and_the_refusal_names_it(mref):
     m = kzlab.load_model(CODECCPP / "codeccpp-mimi-tiny-f32.gguf", hparams={"num_quantizers": 8})
     assert m.hparams.num_quantizers == 8 and m.hparams.file_quantizers == 32
     with kzlab.Decoder(m) as dec:
         assert snr_db(dec.decode(mref["codes"][:8]), mref["wav_first8"]) >= 70
-        # all 32 codes given to a decoder that uses 8: refused, naming the count
-        with pytest.raises(InvalidInputError, match=r"\[8, T\]"):
+        assert dec.decode(mref["codes"][:4], intermediates=True).codebooks_used == 4  # fewer than the cap: taken
+        # all 32 codes given to a decoder capped at 8: refused, naming the option that would take them
+        with pytest.raises(InvalidInputError, match=r"from 1 to 8 .*got \[32, 20\].*load it without num_quantizers"):
             dec.decode(mref["codes"])
     with pytest.raises(InvalidOptionError, match="33"):
         kzlab.load_model(CODECCPP / "codeccpp-mimi-tiny-f32.gguf", hparams={"num_quantizers": 33})
+
+
+def test_too_many_or_no_codebooks_are_refused_before_ggml(mref):
+    with kzlab.Decoder(kzlab.load_model(CODECCPP / "codeccpp-mimi-tiny-f32.gguf")) as dec:
+        with pytest.raises(InvalidInputError, match=r"from 1 to 32 .*got \[33, 3\]: the file has 32 codebooks"):
+            dec.decode(np.zeros((33, 3), np.int32))
+        with pytest.raises(InvalidInputError, match=r"got \[0, 3\]"):
+            dec.decode(np.zeros((0, 3), np.int32))
+        with pytest.raises(InvalidInputError, match="the file has 32 codebooks"):
+            dec.stream().push(np.zeros((33, 3), np.int32))
+        with pytest.raises(InvalidInputError, match="got 33 codebooks"):
+            dec.session.graph(3, codebooks=33)  # the session's own door: refused before a graph is built
+        with pytest.raises(InvalidInputError, match="1 to 32 codebooks"):
+            dec.stream().prepare(1, 33)
+        with pytest.raises(InvalidInputError, match="out of range"):  # a code past its codebook, in the first 8
+            dec.decode(np.full((8, 3), 64))
+
+
+def test_families_that_take_every_codebook_say_what_they_need():
+    """Qwen3-TTS's and WavTokenizer's graphs decode every codebook of their file: fewer are refused with what the
+    family takes (there is no option to give)."""
+    qwen = kzlab.load_model(DATA / "qwen3-tts-12hz-tiny" / "qwentts-tokenizer-f32.gguf")
+    with kzlab.Decoder(qwen) as dec:
+        with pytest.raises(InvalidInputError, match=r"shape \[16, T\]; got \[8, 4\]: .*takes all 16 codebooks "
+                                                    r".*no option to decode fewer"):
+            dec.decode(np.zeros((8, 4), np.int32))
+    assert qwen.info()["codebooks"] == [16, 16]
+    wt = kzlab.load_model(DATA / "wavtokenizer-tiny" / "wavtokenizer-tiny-f32.gguf")
+    with kzlab.Decoder(wt) as dec:
+        with pytest.raises(InvalidInputError, match=r"got \[8, 4\]: .*single codebook: codes \[1, T\] or \[T\]"):
+            dec.decode(np.zeros((8, 4), np.int32))
+
+
+def test_8_codebooks_stream_profile_and_run_in_the_graph_of_8(mref, tmp_path):
+    """A stream keeps the count of its first push (its state is the same; another count is refused), a profile is
+    of the graph decode ran, and a Workbench run records the count."""
+    codes = mref["codes"][:8]
+    with kzlab.Decoder(kzlab.load_model(MIMI / "hf")) as dec:
+        s = dec.stream()
+        s.prepare([1, 4], 8)
+        built = set(dec.session._graphs)
+        wav = s.run(codes, [1, 4])
+        assert set(dec.session._graphs) == built  # prepared: no graph built while streaming
+        assert s.codebooks_used == 8 and s.summary()["codebooks_used"] == 8 and s.exact
+        assert snr_db(wav, dec.decode(codes)) >= 100
+        _, s32 = dec.decode_stream(mref["codes"], 4)
+        assert set(s32.state.tensors) == set(s.state.tensors)
+        with pytest.raises(InvalidInputError, match="this stream decodes 8 codebooks"):
+            s.push(mref["codes"][:, :2])
+        prof = kzlab.profile(dec, codes=codes, repeat=1, warmup=0, peak=False, progress=False)
+    assert prof.config["codebooks_used"] == 8
+    assert sum(r["n"] for r in prof.by_op() if r["op"] == "GET_ROWS") == 8  # one lookup per codebook
+    assert snr_db(prof.wav, mref["wav_first8"]) >= 70
+
+    from kzlab.app.runner import RunSpec, execute
+
+    np.save(tmp_path / "C8.npy", codes)
+    rec = execute(RunSpec(model=str(MIMI / "hf"), input="npy", npy_path=str(tmp_path / "C8.npy"), profile=True,
+                          repeat=1))
+    assert rec.error is None, rec.error
+    assert rec.codebooks_used == 8 and rec.config()["codebooks_used"] == 8
+    assert rec.profile.config["codebooks_used"] == 8 and snr_db(rec.wav, mref["wav_first8"]) >= 70
+
+
+def test_a_cpu_profile_of_8_codebooks_is_cached_apart_from_the_32s(isolated_cache):
+    from kzlab.analysis.profile_cache import cached_cpu_profile
+
+    m = kzlab.load_model(CODECCPP / "codeccpp-mimi-tiny-f32.gguf")
+    low = kzlab.Lowering()
+    _, first = cached_cpu_profile(m, 4, low, threads=1)
+    d8, eight = cached_cpu_profile(m.for_codebooks(8), 4, low, threads=1)
+    assert not eight["cached"] and eight["file"] != first["file"]
+    assert d8["config"]["codebooks_used"] == 8
+    assert cached_cpu_profile(m, 4, low, threads=1)[1] == {"cached": True, "file": first["file"]}
 
 
 def test_the_upsample_stored_dense_is_read_from_its_diagonal(tmp_path):

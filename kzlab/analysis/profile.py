@@ -39,7 +39,7 @@ from kzlab.analysis.flops import CustomFlops, TensorInfo, op_bytes, op_flops
 from kzlab.analysis.roofline import achieved, mul_mat_peak
 from kzlab.analysis.trace import write_trace as _write_trace
 from kzlab.arch import arch_of, not_applicable
-from kzlab.codes import random_codes, validate_codes
+from kzlab.codes import random_codes, takes_codes, validate_codes
 from kzlab.environment import machine, versions
 from kzlab.errors import InvalidOptionError
 from kzlab.graph.options import Lowering
@@ -376,7 +376,8 @@ def profile(
     there is a warm-up, else "roofline") and `budget` ("auto": about how many stretches) say how node times are
     measured and shared out (see the module docstring).
     The config records what was asked (`*_requested`) next to what ran (backend, sched, mode,
-    `lowering_resolved`, granularity, apportion).
+    `lowering_resolved`, granularity, apportion, `codebooks_used`: codes with fewer codebooks than the decoder's,
+    where its family decodes the first n, are profiled in the graph built for n, as decode runs them).
 
     `stream=K`: profile one call of a stateful stream (`Decoder.stream`, a causal family) of K frames instead of
     a whole decode: the call's graph (its state as inputs and outputs) at stream position `warm`, with the state
@@ -420,6 +421,9 @@ def profile(
         if hp.num_quantizers == 1 and np.ndim(codes) == 1:  # [T] for a one-codebook family, as decode takes
             codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, hp)
+        if takes_codes(hp):  # codes of fewer codebooks than the decoder's: the graph decode runs for the first n
+            model = model.for_codebooks(int(c.shape[0]))
+            hp = model.hparams
         if stream is not None and c.shape[1] <= stream:
             raise InvalidOptionError(f"stream={stream}: the codes' {c.shape[1]} frames leave none to warm the state "
                                      f"(the last {stream} are the profiled call); pass more, or no codes")
@@ -474,6 +478,7 @@ def profile(
             "op_offload": rb.op_offload,
             "weights_on": rb.weights_on,
             "family": arch_of(hp).name,
+            "codebooks_used": int(hp.num_quantizers) if takes_codes(hp) else None,
             "stage_groups": {st.name: st.group for st in arch_of(hp).stages(hp)},
             "frames": T,
             "samples": int(meas.output.shape[-1]) if meas.output is not None else 0,

@@ -1,10 +1,11 @@
 """CPU profiles kept on disk, so that a what-if asked again (from the CLI, a notebook or the Workbench) waits once.
 
-A cached profile is valid only for exactly what made it: the model file's content (its SHA-256), the resolved
-lowering, the frame count, the backend setup (the plain CPU, no scheduler), the repeat count, kzlab's and
-ggml's versions, the CPU model and the thread count. All of these form the key; change one and the profile is
-taken again. A result made from a cached profile says so (`cached: true` and the file), and `cache=False`
-refuses the cache (the profile is taken anew and stored).
+A cached profile is valid only for exactly what made it: the model file's content (its SHA-256), the
+hyperparameters it was decoded with (a file's own, or given: `--hparam`, or those of a decode of its first n
+codebooks, each a graph of its own), the resolved lowering, the frame count, the backend setup (the plain CPU,
+no scheduler), the repeat count, kzlab's and ggml's versions, the CPU model and the thread count. All of these
+form the key; change one and the profile is taken again. A result made from a cached profile says so
+(`cached: true` and the file), and `cache=False` refuses the cache (the profile is taken anew and stored).
 
 Files live in `$KZLAB_CACHE/profiles/` (else `~/.cache/kzlab/profiles/`). A model's hash is remembered by path,
 size and modification time, so a large file is read once.
@@ -97,6 +98,7 @@ def cached_cpu_profile(model: Any, frames: int, lowering: Any, threads: int | No
         lowering = lowering.portable()
     plan = lowering.resolve(cpu_only=True, where="the CPU profile") if hasattr(lowering, "resolve") else lowering
     key = profile_key(file_digest(model.path), plan.to_dict(), frames, threads, repeat)
+    key["hparams"] = model.hparams.to_dict()  # one file, other graphs: given hyperparameters, fewer codebooks
     if stream:
         key["stream"] = True
     path = _path(key)

@@ -106,6 +106,9 @@ class RunRecord:
     #: code frames decoded; the per-stage comparison with `spec.ref` (a `kzlab.analysis.accuracy.Accuracy`)
     frames: int = 0
     accuracy: Any = None
+    #: the codes' codebook count (the first n of the decoder's; the profile and placement are of that graph too);
+    #: None for a decoder of latents
+    codebooks_used: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +129,7 @@ class RunRecord:
         d["mode"] = self.mode
         d["lowering_resolved"] = dict(self.lowering_resolved)
         d["family"] = self.family
+        d["codebooks_used"] = self.codebooks_used
         return d
 
 
@@ -299,6 +303,9 @@ def execute(
         rec.decode_s = time.perf_counter() - t0
         rec.decode, rec.wav = out, out.wav
         rec.frames = int(x.shape[1]) if kind == "codes" else _frames_of(dec, kind, x)
+        rec.codebooks_used = out.codebooks_used
+        if out.codebooks_used is not None:  # the profile and the placement below: the graph this decode ran
+            model = model.for_codebooks(out.codebooks_used)
         if spec.ref:
             rec.accuracy = _reference_accuracy(spec, rec)
         canc.session = None

@@ -136,7 +136,7 @@ def stream_sweep(
                 progress(i * repeat + r, total, f"streaming {c.shape[1]} frames in calls of {k}")
             s = decoder.stream(left, lookahead)
             if s.kind == "stateful":
-                s.prepare(k)
+                s.prepare(k, int(c.shape[0]) if decoder.takes_codes else None)  # the codes' count's graphs
             elif r == 0:
                 decoder.stream(left, lookahead).run(c, k)  # builds every window shape's graph, untimed
             t0 = time.perf_counter()

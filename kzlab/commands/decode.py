@@ -14,7 +14,8 @@ def register(sub) -> None:
     p = sub.add_parser("decode", help="decode codes to a WAV file")
     add_model(p)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--codes", help="codes [n_codebooks, T] as .npy (or .npz with 'codes', or .json)")
+    src.add_argument("--codes", help="codes [n_codebooks, T] as .npy (or .npz with 'codes', or .json); where the "
+                     "family decodes the first n of its codebooks, any n from 1 to the file's (kzlab info says)")
     src.add_argument("--latents", help="continuous latents [channels, T] as .npy, for a decoder whose first stage "
                      "takes them instead of codes")
     p.add_argument("-o", "--output", required=True, help="output WAV (24 kHz, float32)")
@@ -56,6 +57,9 @@ def run(args) -> int:
             out = dec.decode(codes, intermediates=True)
             wav, stages = out.wav, out.stages
         dt = time.perf_counter() - t0
+        used = _codebooks_used(dec, codes)
+        if used:
+            print(used)
         if stages:
             names = dec.arch.summary_stages(dec.hparams)
             ts = [stages[n].shape[1] for n in names]
@@ -71,6 +75,21 @@ def run(args) -> int:
     finally:
         dec.close()
     return 0
+
+
+def _codebooks_used(dec, codes) -> str:
+    """The line that says how many codebooks a decode used, for a decoder whose codes may have fewer than it has
+    (kzlab.codes.codebook_range); empty where the count is fixed (nothing was chosen) or there are no codes. Read
+    after the decode, so the codes were validated: [n, T] or [1, n, T]."""
+    from kzlab.codes import codebook_range
+
+    if not dec.takes_codes:
+        return ""
+    lo, hi = codebook_range(dec.hparams)
+    if lo == hi:
+        return ""
+    n = int(np.shape(codes)[-2])
+    return f"codebooks   {n} used: the first {n} of the {hi} this decoder decodes ({lo} to {hi})"
 
 
 def _input(args, dec):
@@ -91,17 +110,25 @@ def _input(args, dec):
 
 def _run_stream(args, dec, codes) -> int:
     from kzlab.audio import write_wav
+    from kzlab.codes import validate_codes
     from kzlab.runtime.stream import parse_sizes
 
     sizes = parse_sizes(args.stream)
     stream = dec.stream(left=args.left_context, lookahead=args.lookahead)
-    stream.prepare(sizes)
+    if dec.takes_codes and np.ndim(codes) >= 2:  # the graphs of the codes' own codebook count
+        codes = validate_codes(codes, dec.hparams)
+        stream.prepare(sizes, int(codes.shape[0]))
+    else:
+        stream.prepare(sizes)
     wav = stream.run(codes, sizes)
     write_wav(args.output, wav, dec.sample_rate)
     if args.npy:
         np.save(args.npy, wav.astype(np.float32))
     s = stream.summary()
     print(stream.describe())
+    used = _codebooks_used(dec, codes)
+    if used:
+        print(used)
     print(f"calls {s['calls']} ({','.join(map(str, sizes))} frames each), first audio {s['first_audio_ms']:.1f} ms "
           f"(graphs prepared), call median {s['call_ms_median']:.1f} ms, max {s['call_ms_max']:.1f} ms, "
           f"real-time factor {s['rtf']:.3f}")

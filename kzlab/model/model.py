@@ -6,6 +6,7 @@ weights stay memory-mapped views of the file in their stored type; `Weight.f32()
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kzlab.codes import codebook_range, hparams_for_codebooks, takes_codes
 from kzlab.errors import InvalidModelError
 
 QK8_0 = 32
@@ -107,8 +109,16 @@ class Model:
         """The decoder family (kzlab.arch) these weights belong to."""
         return type(self.hparams).family
 
+    def for_codebooks(self, n: int) -> Model:
+        """This model as a decode of codes with n codebooks sees it: the same weights, the family's
+        hyperparameters for the first n (kzlab.codes.hparams_for_codebooks); itself for all of them. What builds
+        its own session for such codes (a profile, a placement) builds the graph that decode ran."""
+        hp = hparams_for_codebooks(self.hparams, n)
+        return self if hp is self.hparams else dataclasses.replace(self, hparams=hp)
+
     def info(self) -> dict[str, Any]:
-        """What `kzlab info` prints."""
+        """What `kzlab info` prints; `codebooks`: the fewest and most codebooks its codes may have (the first n
+        are decoded), None for a decoder of latents."""
         return {
             "family": self.family,
             "path": str(self.path),
@@ -122,5 +132,6 @@ class Model:
             "dtype_bytes": self.dtype_bytes(),
             "hparams": self.hparams.to_dict(),
             "hparams_given": dict(self.hparams_given),
+            "codebooks": list(codebook_range(self.hparams)) if takes_codes(self.hparams) else None,
             "notes": list(self.notes),
         }

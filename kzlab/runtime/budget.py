@@ -97,15 +97,17 @@ def graph_compute_bytes(gf: Any, buft: Any) -> int:
 
 def estimate_compute_bytes(
     session: Any, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None,
-    stream: bool = False,
+    stream: bool = False, codebooks: int | None = None,
 ) -> int:
-    """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer."""
+    """Build the graph for `frames` on the session's weights (no allocation) and measure its compute buffer;
+    `codebooks`: of codes with fewer codebooks than the decoder's (`Session.graph`)."""
     from ggml import ggml as g
 
     from kzlab.graph.build import build_graph
 
     weights, plan = session.stream_weights() if stream else (session.ensure_weights(), session.plan)
-    b = build_graph(weights, plan, session.model.hparams, frames, start, stages, stop, stream)
+    hp = session.hparams_for(codebooks) if codebooks is not None else session.model.hparams
+    b = build_graph(weights, plan, hp, frames, start, stages, stop, stream)
     try:
         buft = g.ggml_backend_get_default_buffer_type(session.backends.primary.handle)
         return graph_compute_bytes(b.gf, buft)
@@ -114,7 +116,8 @@ def estimate_compute_bytes(
 
 
 def suggest_chunk(
-    session: Any, budget: int, frames: int, left_context: int | None = None, start: str | None = None
+    session: Any, budget: int, frames: int, left_context: int | None = None, start: str | None = None,
+    codebooks: int | None = None,
 ) -> int:
     """The largest chunk_size (frames, before `left_context`, default the family's) whose graph fits `budget`;
     0 if none does."""
@@ -125,7 +128,7 @@ def suggest_chunk(
     lo, hi = 0, frames
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate_compute_bytes(session, mid + left_context, start) <= budget:
+        if estimate_compute_bytes(session, mid + left_context, start, codebooks=codebooks) <= budget:
             lo = mid
         else:
             hi = mid - 1
@@ -134,20 +137,21 @@ def suggest_chunk(
 
 def check_session_budget(
     session: Any, frames: int, start: str, budget: Any = None, stages: bool = False, stop: str | None = None,
-    stream: bool = False,
+    stream: bool = False, codebooks: int | None = None,
 ) -> None:
-    """Refuse, before any allocation, a graph whose compute buffer would exceed the memory budget.
+    """Refuse, before any allocation, a graph whose compute buffer would exceed the memory budget; `codebooks`:
+    the count of codes with fewer codebooks than the decoder's (`kzlab.runtime.session.codebooks_of`).
 
     Shapes the session already allocated passed this check before; they are not measured again.
     """
     from kzlab.graph.build import first_stage
     from kzlab.runtime.session import graph_key
 
-    key = graph_key(start or first_stage(session.model.hparams), frames, stages, stop, stream)
+    key = graph_key(start or first_stage(session.model.hparams), frames, stages, stop, stream, codebooks)
     if key in getattr(session, "_graphs", {}):
         return
     limit = memory_budget(budget)
-    need = estimate_compute_bytes(session, frames, start, stages, stop, stream)
+    need = estimate_compute_bytes(session, frames, start, stages, stop, stream, codebooks)
     if need <= limit:
         return
     hint = ""
@@ -157,7 +161,7 @@ def check_session_budget(
             "decode(codes, chunked=True, split=False) runs them per chunk instead (an approximation)"
         )
     elif start is None or start == first_stage(session.model.hparams):
-        fit = suggest_chunk(session, limit, frames)
+        fit = suggest_chunk(session, limit, frames, codebooks=codebooks)
         hint = (
             f"; decode in chunks: decode(codes, chunked=True, chunk_size={fit})"
             if fit

@@ -2,7 +2,8 @@
 
 `Decoder` validates everything in numpy before a graph is built, so wrong codes are a Python exception,
 never a GGML_ASSERT. It keeps one `Session` (weights uploaded once, one graph per shape) and reproduces
-upstream's `chunked_decode` for long inputs.
+upstream's `chunked_decode` for long inputs. Codes with fewer codebooks than the decoder's, where the family
+decodes the first n (kzlab.codes), run a graph built for n on the same weights (`Session.graph`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kzlab.model.model import Model
 from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.budget import check_session_budget, parse_budget
 from kzlab.runtime.remote import RemoteSession
-from kzlab.runtime.session import Session
+from kzlab.runtime.session import Session, codebooks_of
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends, is_rpc
 
 
@@ -35,11 +36,13 @@ def __getattr__(name: str):
 
 @dataclass
 class DecodeOutput:
-    """A decode with its intermediates: `stages` maps each stage name to its [C, T] output."""
+    """A decode with its intermediates: `stages` maps each stage name to its [C, T] output; `codebooks_used`: the
+    codes' codebook count (the first n of the decoder's; None for a decoder of latents)."""
 
     wav: np.ndarray
     stages: dict[str, np.ndarray] = field(default_factory=dict)
     sample_rate: int = 24000
+    codebooks_used: int | None = None
 
 
 class Decoder:
@@ -129,7 +132,8 @@ class Decoder:
         in chunks, with at least the context it reaches on each side, so that chunks join exactly; `split=False`
         runs every chunk through the whole decoder (upstream's chunked_decode, an approximation there).
         `progress` (chunked decodes, per chunk): None = a bar unless kzlab is quiet, False = none, or fn(done,
-        total)."""
+        total). Codes may have fewer codebooks than the decoder where its family decodes the first n
+        (`kzlab.codes.codebook_range`); `DecodeOutput.codebooks_used` says how many were."""
         if self.hparams.num_quantizers == 1 and np.ndim(codes) == 1:
             codes = np.asarray(codes)[None, :]
         c = validate_codes(codes, self.hparams)
@@ -142,7 +146,8 @@ class Decoder:
             return self._decode_chunked(c, chunk_size, left_context, progress, right_context, split)
         out = self._run(c.shape[1], {"codes": c}, stages=intermediates)
         wav = out.pop("wav")[0]
-        return DecodeOutput(wav, out, self.sample_rate) if intermediates else wav
+        used = int(c.shape[0]) if self.takes_codes else None
+        return DecodeOutput(wav, out, self.sample_rate, used) if intermediates else wav
 
     def decode_from(self, stage: str, x, intermediates: bool = False):
         """Start at `stage` with its input x [C, T] (e.g. stage='decoder.0' or 'latent': the latent)."""
@@ -243,7 +248,8 @@ class Decoder:
         """session.run_stream behind the memory-budget check (a worker session checks in its own process)."""
         if isinstance(self.session, RemoteSession):
             return self.session.run_stream(frames, inputs, state, position, memory_budget=self.memory_budget)
-        check_session_budget(self.session, frames, None, self.memory_budget, stream=True)
+        check_session_budget(self.session, frames, None, self.memory_budget, stream=True,
+                             codebooks=codebooks_of(self.hparams, inputs))
         return self.session.run_stream(frames, inputs, state, position)
 
     def _run(
@@ -252,7 +258,8 @@ class Decoder:
         """session.run behind the memory-budget check (a worker session checks in its own process)."""
         if isinstance(self.session, RemoteSession):
             return self.session.run(frames, inputs, start, stages, memory_budget=self.memory_budget, stop=stop)
-        check_session_budget(self.session, frames, start, self.memory_budget, stages, stop)
+        check_session_budget(self.session, frames, start, self.memory_budget, stages, stop,
+                             codebooks=codebooks_of(self.hparams, inputs, start))
         return self.session.run(frames, inputs, start, stages, stop)
 
     def close(self) -> None:

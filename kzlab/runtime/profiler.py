@@ -69,6 +69,7 @@ from kzlab.graph.builder import TYPE_NAMES
 from kzlab.progress import Progress, ProgressFn
 from kzlab.runtime.backends import init_backend, restore_sources, sources_of, wait_computed
 from kzlab.runtime.ffi import tensor_address
+from kzlab.runtime.session import codebooks_of
 
 VIEW_OP_IDS = {g.GGML_OP_VIEW, g.GGML_OP_RESHAPE, g.GGML_OP_PERMUTE, g.GGML_OP_TRANSPOSE, g.GGML_OP_NONE}
 VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"}
@@ -469,7 +470,7 @@ class Profiler:
             raise InvalidOptionError(f"budget={budget!r}: expected an integer >= 1")
         s, bs = self.s, self.bs
         with s.lock:
-            bg = s.graph(frames, start, stream=stream)
+            bg = s.graph(frames, start, stream=stream, codebooks=codebooks_of(s.model.hparams, inputs, start))
             bs.prepare(bg)
             backends = bs.node_backends(bg)
             n_read = bs.n_splits(bg)
@@ -538,7 +539,7 @@ class Profiler:
                 if st.measured_alone:
                     nodes[st.compute[0]].times_ms = list(st.times_ms)
                 splits[min(st.split, len(splits) - 1)]["time_ms"] += st.time_ms
-            hp = s.model.hparams
+            hp = bg.hparams or s.model.hparams
             read = {k: s.read(a) for k, a in bg.outputs.items()}
             output = family_graph(hp).finish(read, s.plan, hp)["wav"][0].copy()
             return Measurement(

@@ -92,14 +92,17 @@ def _worker_main(conn: Any, spec: _Spec) -> None:
             break
         try:
             from kzlab.runtime.budget import check_session_budget
+            from kzlab.runtime.session import codebooks_of
 
+            hp = session.model.hparams
             if msg[0] == "stream":
                 _, frames, inputs, state, position, budget = msg
-                check_session_budget(session, frames, None, budget, stream=True)
+                check_session_budget(session, frames, None, budget, stream=True, codebooks=codebooks_of(hp, inputs))
                 conn.send(("ok", session.run_stream(frames, inputs, state, position)))
             else:
                 _, frames, inputs, start, stages, budget, stop = msg
-                check_session_budget(session, frames, start, budget, stages, stop)
+                check_session_budget(session, frames, start, budget, stages, stop,
+                                     codebooks=codebooks_of(hp, inputs, start))
                 conn.send(("ok", session.run(frames, inputs, start, stages, stop)))
         except BaseException as e:
             conn.send(("error", _portable(e)))

@@ -2,7 +2,9 @@
 
 The session owns the ggml objects (weight buffer, graphs, allocators, backends) and frees them together.
 Building a graph and allocating it are done once per (start stage, frames) and reused across calls, so a
-sweep over many inputs of one length pays for allocation once.
+sweep over many inputs of one length pays for allocation once. Codes with fewer codebooks than the decoder's
+(a family that decodes the first n, kzlab.codes) get a graph of their own, built from the family's
+hyperparameters for n on the same weights, and cached under a key that names n.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from ggml import ggml as g
 
 from kzlab.arch import arch_of
+from kzlab.codes import hparams_for_codebooks, takes_codes
 from kzlab.errors import BackendError, Cancelled, InvalidOptionError
 from kzlab.graph import fused
 from kzlab.graph.build import build_graph, family_graph, first_stage
@@ -29,10 +32,28 @@ from kzlab.runtime.backends import BackendSet, open_backends
 from kzlab.runtime.spec import BackendSpec, ResolvedBackends, resolve_run
 
 
-def graph_key(start: str, frames: int, stages: bool, stop: str | None = None, stream: bool = False) -> tuple:
-    """The cache key of one graph shape (the budget check reads it too)."""
+def graph_key(
+    start: str, frames: int, stages: bool, stop: str | None = None, stream: bool = False,
+    codebooks: int | None = None,
+) -> tuple:
+    """The cache key of one graph shape (the budget check reads it too); `codebooks`: the count of a graph built for
+    fewer codebooks than the decoder's (None: all of them, the key it always had)."""
     key = (start, frames, stages) if stop is None else (start, frames, stages, stop)
-    return (*key, "stream") if stream else key
+    key = (*key, "stream") if stream else key
+    return key if codebooks is None else (*key, ("codebooks", int(codebooks)))
+
+
+def codebooks_of(hp: Any, inputs: dict[str, Any], start: str | None = None) -> int | None:
+    """The codebook count of a run's codes where it is not the decoder's own (`num_quantizers`); None where it is,
+    where the run starts past the codes, or where the decoder takes latents. The codes were validated
+    (kzlab.codes.validate_codes), so the count is one the family decodes."""
+    if not takes_codes(hp) or start not in (None, first_stage(hp)):
+        return None
+    codes = inputs.get("codes")
+    if codes is None or np.ndim(codes) != 2:
+        return None
+    n = int(np.shape(codes)[0])
+    return None if n == hp.num_quantizers else n
 
 
 def slot_shape(slot) -> tuple[int, ...]:
@@ -54,6 +75,8 @@ class BuiltGraph:
     allocator: Any = None
     compute_bytes: int = 0
     extra: dict = field(default_factory=dict)
+    #: the hyperparameters the graph was built from (the model's, or the family's for fewer codebooks)
+    hparams: Any = None
 
     @property
     def n_nodes(self) -> int:
@@ -111,7 +134,7 @@ class Session:
         )
         self.backends: BackendSet = open_backends(resolved)
         self._lock = threading.RLock()
-        self._graphs: dict[tuple[str, int, bool], BuiltGraph] = {}
+        self._graphs: dict[tuple, BuiltGraph] = {}
         self.weights: WeightTensors | None = None
         self._stream_weights: WeightTensors | None = None
         self._abort = False
@@ -176,21 +199,31 @@ class Session:
         return wt
 
     # ---- graphs -------------------------------------------------------------------------------------------
+    def hparams_for(self, codebooks: int | None = None) -> Any:
+        """The hyperparameters a graph for codes of `codebooks` codebooks is built from (None: the model's)."""
+        hp = self.model.hparams
+        return hp if codebooks is None else hparams_for_codebooks(hp, codebooks)
+
     def graph(
         self, frames: int, start: str | None = None, stages: bool = False, stop: str | None = None,
-        stream: bool = False,
+        stream: bool = False, codebooks: int | None = None,
     ) -> BuiltGraph:
         """The built and allocated graph for this shape (cached); `stages` keeps every stage's output; `start`
         defaults to the stage that takes codes; `stop` ends the graph at that stage (see `Arch.chunk_split`);
-        `stream`: one call of a stateful stream (its state is graph inputs and outputs)."""
+        `stream`: one call of a stateful stream (its state is graph inputs and outputs); `codebooks`: codes with
+        that many codebooks, fewer than the decoder's (`codebooks_of`; None: all of them)."""
         start = start or first_stage(self.model.hparams)
-        key = graph_key(start, frames, stages, stop, stream)
+        if codebooks is not None and (start != first_stage(self.model.hparams) or
+                                      codebooks == self.model.hparams.num_quantizers):
+            codebooks = None  # the graph does not read the codes, or reads all of them: the one graph
+        key = graph_key(start, frames, stages, stop, stream, codebooks)
         with self._lock:
             if key in self._graphs:
                 return self._graphs[key]
+            hp = self.hparams_for(codebooks)
             weights, plan = self.stream_weights() if stream else (self.ensure_weights(), self.plan)
-            b = build_graph(weights, plan, self.model.hparams, frames, start, stages, stop, stream)
-            built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs)
+            b = build_graph(weights, plan, hp, frames, start, stages, stop, stream)
+            built = BuiltGraph(b, b.gf, frames, start, b.layers, b.outputs, hparams=hp)
             self.backends.allocate(built)
             self._graphs[key] = built
             return built
@@ -206,7 +239,7 @@ class Session:
     def set_inputs(self, bg: BuiltGraph, inputs: dict[str, np.ndarray], derive: bool = True) -> None:
         """Copy the graph's inputs in; with `derive`, those that follow from the shape (positions, masks...) are
         the family graph half's `feed` (a stream gives its own, which follow from its position too)."""
-        hp = self.model.hparams
+        hp = bg.hparams or self.model.hparams
         feed = {**(family_graph(hp).feed(hp, bg.frames, bg.builder.inputs) if derive else {}), **inputs}
         for name, t in bg.builder.inputs.items():
             if name not in feed:
@@ -279,12 +312,12 @@ class Session:
         that stage's output. A family whose waveform is made on the host (its graph ends earlier) gets it from
         its graph half's `finish`."""
         with self._lock:
-            bg = self.graph(frames, start, stages, stop)
+            bg = self.graph(frames, start, stages, stop, codebooks=codebooks_of(self.model.hparams, inputs, start))
             self.backends.prepare(bg)
             self.set_inputs(bg, inputs)
             self.compute(bg)
             out = {k: self.read(a) for k, a in bg.outputs.items()}
-            hp = self.model.hparams
+            hp = bg.hparams or self.model.hparams
             out = family_graph(hp).finish(out, self.plan, hp)
             if stages:
                 return out
@@ -294,7 +327,7 @@ class Session:
         """A streaming graph's inputs but its codes: the positions and mask at stream position `position` (the
         family graph half's `feed_stream`) and each state slot as `state:<key>` (zeros where `state` has none: the
         stream's start)."""
-        hp = self.model.hparams
+        hp = bg.hparams or self.model.hparams
         feed = dict(family_graph(hp).feed_stream(hp, bg.frames, position, bg.builder.inputs))
         for key, slot in bg.builder.carry.slots.items():
             shape = slot_shape(slot)
@@ -312,11 +345,13 @@ class Session:
         """One call of a stateful stream: `frames` new frames at stream position `position`, with the state the
         previous call gave back (a slot missing from `state` starts at zeros: the stream's start). Returns the
         waveform of these frames, the new state, each slot as its graph tensor's bytes (numpy shape = ggml's ne
-        reversed), and each slot's (kind, channels, frames, channels-last)."""
+        reversed), and each slot's (kind, channels, frames, channels-last). Codes of fewer codebooks run a graph of
+        their own (`codebooks_of`) whose state slots are the same: a codebook lookup reads one frame and carries
+        nothing."""
         with self._lock:
-            bg = self.graph(frames, stream=True)
+            bg = self.graph(frames, stream=True, codebooks=codebooks_of(self.model.hparams, inputs))
             self.backends.prepare(bg)
-            hp = self.model.hparams
+            hp = bg.hparams or self.model.hparams
             feed = self.stream_feed(bg, position, state)
             self.set_inputs(bg, {**feed, **inputs}, derive=False)
             self.compute(bg)

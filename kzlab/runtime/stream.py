@@ -11,6 +11,10 @@ A family whose layers also read the future (WavTokenizer: 'same' convs, attentio
 streamed exactly. There the same API decodes overlapping windows: each call decodes the frames it can finish
 with `lookahead` frames after them and `left` frames before them, and keeps the middle; `flush()` finishes the
 rest. `Stream.kind` says which of the two a stream does, and `describe()` says it in words.
+
+Codes with fewer codebooks than the decoder's, where the family decodes the first n (kzlab.codes), stream as
+they decode: each call runs the graph built for n. A stream keeps the count of its first push
+(`codebooks_used`) and refuses another, so that its audio is one decode's.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kzlab.codes import validate_codes
+from kzlab.codes import codebook_range, validate_codes
 from kzlab.errors import InvalidInputError
 
 
@@ -117,6 +121,8 @@ class Stream:
             for name, v in (("left", self.left), ("lookahead", self.lookahead)):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                     raise InvalidInputError(f"{name} must be an integer >= 0; got {v!r}")
+        #: the codes' codebook count, fixed by the first push (None before it, and for a decoder of latents)
+        self.codebooks_used: int | None = None
         self._codes: list[np.ndarray] = []  # a windowed stream's frames still needed
         self._buffer_start = 0  # the stream position of the buffer's first frame
         self._emitted = 0  # frames whose audio was returned
@@ -146,7 +152,16 @@ class Stream:
         hp = self.hparams
         if getattr(hp, "num_quantizers", 0) == 1 and np.ndim(codes) == 1:
             codes = np.asarray(codes)[None, :]
-        return validate_codes(codes, hp)
+        c = validate_codes(codes, hp)
+        if self.decoder.takes_codes:
+            n = int(c.shape[0])
+            if self.codebooks_used is not None and n != self.codebooks_used:
+                raise InvalidInputError(
+                    f"this stream decodes {self.codebooks_used} codebooks (its first push had them); got {n}: "
+                    "start a new stream (Decoder.stream()) for another count"
+                )
+            self.codebooks_used = n
+        return c
 
     def push(self, codes) -> np.ndarray:
         """Codes [n_codebooks, K] (K >= 1 frames) -> float32 audio: K frames' worth from a stateful stream; from a
@@ -202,13 +217,20 @@ class Stream:
         self._buffer_start = keep
         return out, done
 
-    def prepare(self, sizes) -> None:
+    def prepare(self, sizes, codebooks: int | None = None) -> None:
         """Build (and allocate) the graphs of these chunk sizes before the first codes arrive, as a player warms up
         before it streams: the first push then pays no graph building (a stateful stream; the state is left as it
-        is). A windowed stream's graphs are the decoder's own and are built on first use."""
+        is). `codebooks`: the count the codes will have (default: the stream's, once pushed, else the decoder's
+        own); each count has its graph. A windowed stream's graphs are the decoder's own and are built on first
+        use."""
         if self.kind != "stateful":
             return
         channels = self.decoder.arch.stage_input_shape(self.hparams, self.decoder.stages()[0], 1)[0]
+        if self.decoder.takes_codes:
+            channels = codebooks if codebooks is not None else (self.codebooks_used or channels)
+            lo, hi = codebook_range(self.hparams)
+            if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or not lo <= channels <= hi:
+                raise InvalidInputError(f"codebooks={codebooks!r}: this decoder decodes {lo} to {hi} codebooks")
         for k in sorted(set(check_sizes(sizes))):
             zeros = np.zeros((channels, k), np.int32 if self.decoder.takes_codes else np.float32)
             self.decoder.run_stream_call(k, {"codes": zeros}, {}, 0)
@@ -233,6 +255,7 @@ class Stream:
             "rtf": total / audio if audio else None,
             "state_tensors": len(self.state.slots),
             "state_bytes": self.state.nbytes,
+            "codebooks_used": self.codebooks_used,
         }
 
     def run(self, codes, sizes) -> np.ndarray:

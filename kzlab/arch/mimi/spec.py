@@ -53,7 +53,8 @@ class MimiHParams:
 
     #: "codes" (RVQ codebooks) or "latent" (PocketTTS's continuous latents)
     input: str = "codes"
-    #: codebooks a decode uses (codes [num_quantizers, T]); the file may hold more (`file_quantizers`)
+    #: the most codebooks a decode uses (codes [n, T], 1 <= n <= num_quantizers: the first n, `for_codebooks`);
+    #: the file may hold more (`file_quantizers`), and `--hparam num_quantizers=N` caps a decode at N of them
     num_quantizers: int = 32
     file_quantizers: int = 32
     num_semantic: int = 1
@@ -122,6 +123,33 @@ class MimiHParams:
     @property
     def n_acoustic_used(self) -> int:
         return max(0, self.num_quantizers - self.num_semantic)
+
+    @property
+    def min_quantizers(self) -> int:
+        """The fewest codebooks codes may have (kzlab.codes.codebook_range): one. transformers 4.57.3 decodes
+        whatever count it is given: `MimiSplitResidualVectorQuantizer.decode` gives the semantic RVQ
+        `codes[:, :num_semantic]` and the acoustic RVQ the rest, if any (modeling_mimi.py:1347-1356), and each RVQ
+        sums the codebooks it is given by position (:1289-1300), so n codebooks are the file's first n."""
+        return 1 if self.input == "codes" else self.num_quantizers
+
+    def for_codebooks(self, n: int) -> MimiHParams:
+        """The hyperparameters of a decode of codes with n codebooks (1 <= n <= num_quantizers, checked by
+        kzlab.codes): the graph built for the first n (`graph.quantizer` reads rows 0..n-1). The file's codebooks
+        (`file_quantizers`) and so its roles and weights stay as they are."""
+        if self.input != "codes" or not 1 <= n <= self.num_quantizers:
+            raise ValueError(f"{n} codebooks: this decoder decodes 1 to {self.num_quantizers}")
+        return dataclasses.replace(self, num_quantizers=int(n))
+
+    def codebook_count_hint(self, n: int) -> str:
+        """What takes codes with n codebooks when this decoder does not (kzlab.codes' refusal says it)."""
+        if n > self.file_quantizers:
+            return (f"the file has {self.file_quantizers} codebooks ({self.num_semantic} semantic, "
+                    f"{self.file_quantizers - self.num_semantic} acoustic)")
+        if n > self.num_quantizers:
+            return (f"this decoder was loaded to use at most {self.num_quantizers} of the file's "
+                    f"{self.file_quantizers} codebooks (num_quantizers={self.num_quantizers}, given with --hparam or "
+                    f"hparams=); load it without num_quantizers to decode {n}")
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -448,9 +476,11 @@ class Mimi:
 
     def describe(self, hp: MimiHParams) -> list[tuple[str, str]]:
         if hp.input == "codes":
-            used = (f", {hp.num_quantizers} used" if hp.num_quantizers != hp.file_quantizers else "")
-            first = ("quantizer", f"{hp.file_quantizers} codebooks ({hp.num_semantic} semantic){used} of "
-                     f"{hp.codebook_size} x {hp.codebook_dim} -> {hp.hidden}")
+            cap = (f" (num_quantizers={hp.num_quantizers}: at most {hp.num_quantizers} used)"
+                   if hp.num_quantizers != hp.file_quantizers else "")
+            first = ("quantizer", f"{hp.file_quantizers} codebooks ({hp.num_semantic} semantic){cap} of "
+                     f"{hp.codebook_size} x {hp.codebook_dim} -> {hp.hidden}; codes [n, T] decode the first n, "
+                     f"n from 1 to {hp.num_quantizers}")
         else:
             first = ("latent", f"{hp.latent_dim}-d latents, denormalised, -> {hp.hidden}")
         tfm = ("transformer", f"{hp.num_layers} layers, width {hp.hidden}, {hp.num_heads} heads of {hp.head_dim}, "

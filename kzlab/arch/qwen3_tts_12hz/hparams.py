@@ -68,6 +68,15 @@ class HParams:
         """Channels of the last block's output (96 for the shipped model)."""
         return self.decoder_dim // 2**self.n_blocks
 
+    def codebook_count_hint(self, n: int) -> str:
+        """Why codes with n codebooks are refused (kzlab.codes): this family's graph decodes every codebook of the
+        file, with no option to take fewer (unlike Mimi's `num_quantizers`)."""
+        if n > self.num_quantizers:
+            return f"the file has {self.num_quantizers} codebooks"
+        return (f"a Qwen3-TTS 12 Hz decoder takes all {self.num_quantizers} codebooks of each frame "
+                f"({self.num_semantic_quantizers} semantic, {self.num_quantizers - self.num_semantic_quantizers} "
+                "acoustic); kzlab has no option to decode fewer")
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["upsampling_ratios"] = list(self.upsampling_ratios)

@@ -64,6 +64,11 @@ class WavTokenizerHParams:
     def codebook_size(self) -> int:
         return self.vocab_size
 
+    def codebook_count_hint(self, n: int) -> str:
+        """Why codes with n codebooks are refused (kzlab.codes): WavTokenizer has one codebook, so there is no
+        count to choose."""
+        return "a WavTokenizer decoder has a single codebook: codes [1, T] or [T]"
+
     @property
     def semantic_codebook_size(self) -> int:
         return self.vocab_size

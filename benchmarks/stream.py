@@ -12,6 +12,11 @@ every start kept in the JSON; llama.cpp's is its stream's first 72-frame window.
 - kzlab: `Decoder.stream()` with its graphs prepared before timing (`Stream.prepare`), default mode unless
   `--kzlab` says otherwise; exactness against the offline decode of the same arithmetic (`LoweringPlan.for_stream`)
   and against the default offline decode.
+- kzlab's products' floor per chunk size (`--floor-reps`): the call's products alone, back to back, on this CPU's
+  BLAS (`benchmarks/products_floor.py`: the graph's own product nodes on the backends the scheduler gave them, and
+  the products each fused node's numpy kernel ran in a real call, replayed on the same threads), run between each
+  turn's calls; the row's `products_floor_ms` is the fastest turn's median run and `floor_ratio` the median over
+  turns of the turn's median call over its median floor run: what the call costs beyond its products.
 - llama.cpp: `benchmarks/llamacpp_code2wav.py`'s worker (llama-cpp-python 0.3.36, its vendored llama.cpp
   0c1e5709) on its mmproj file; every call is one 72-frame window (clip.cpp:5333), its state handed to the next
   (mtmd-helper-gen.cpp:400-418). Its per-call times are its worker's own.
@@ -118,9 +123,35 @@ def first_calls_ms(dec, x: np.ndarray, k: int, n: int) -> list[float]:
         out.append(s.calls[0].seconds * 1e3)
     return out
 
+
+def run_with_floor(s, codes: np.ndarray, k: int, floor, reps: int) -> tuple[np.ndarray, list[float]]:
+    """`s.run(codes, k)` with, where `floor` is given, `reps` runs of the products' floor spread evenly between the
+    stream's calls (ms each): the calls and the floor they are compared with then sample the same stretch of the
+    machine's time. On a shared machine both drift by tens of percent within seconds, and a floor timed only after
+    the stream saw another load than most of its calls. The calls are timed as `push` times them, the floor runs
+    between them are not part of any call."""
+    from kzlab.runtime.stream import chunk_sizes
+
+    seq = chunk_sizes(k, codes.shape[1])
+    marks = {len(seq) * (2 * j + 1) // (2 * reps) for j in range(reps)} if floor is not None and reps else set()
+    out, floor_ms, at = [], [], 0
+    for i, n in enumerate(seq):
+        out.append(s.push(codes[:, at : at + n]))
+        at += n
+        if i in marks:
+            floor_ms += floor.time_ms(1)
+    if floor is not None and len(floor_ms) < reps:  # fewer calls than runs asked: the rest after the last call
+        floor_ms += floor.time_ms(reps - len(floor_ms))
+    out.append(s.flush())
+    return np.concatenate(out), floor_ms
+
+
 def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, dict]:
     import kzlab
     from kzlab.runtime.stream import offline_in_stream_arithmetic
+
+    sys.path.insert(0, str(HERE))
+    from products_floor import ProductsFloor
 
     rows, wavs = [], {}
     kw = json.loads(args.kzlab) if args.kzlab else {}
@@ -134,24 +165,58 @@ def kzlab_rows(args, codes: np.ndarray) -> tuple[list[dict], np.ndarray, dict, d
         info = {"backend": dec.backend_label, "mode": dec.mode, "lowering": dec.lowering.label(dec.arch.not_applicable),
                 "stream_plan_changes": changes, "offline_s": offline_s,
                 "offline_rtf": offline_s / (codes.shape[1] / FRAME_RATE_HZ)}
+        # the floor replays products in this process's ggml: a decoder in a worker process (RPC) has none here
+        in_process = hasattr(dec.session, "on_compute_thread")
+        if args.floor_reps and not in_process:
+            print("no products' floor: the decoder runs in a worker process", flush=True)
         for k in args.sizes:
             best = None
+            floor = None
+            turns: list[tuple[float, list[float]]] = []  # per turn: its call median, its floor runs (ms)
             for _ in range(args.turns):
                 s = dec.stream()
                 s.prepare([k])
+                if floor is None and args.floor_reps and in_process:
+                    floor = ProductsFloor(dec, k, codes)
                 rss0 = peak_rss_mb()
-                wav = s.run(codes, k)
+                wav, floor_ms = run_with_floor(s, codes, k, floor, args.floor_reps)
                 calls = [c.seconds for c in s.calls if c.frames]
                 r = row("kzlab", k, calls, wav.size / sr, wav, same,
                         snr_default_db=snr_db(wav, ref), state_bytes=s.state.nbytes, state_tensors=len(s.state.slots),
                         compute_bytes=int(dec.session.graph(k, stream=True).compute_bytes),
                         peak_rss_mb=max(rss0, peak_rss_mb()))
+                if floor is not None:
+                    turns.append((r["call_ms_median"], floor_ms))
                 if best is None or r["call_ms_median"] < best["call_ms_median"]:
                     best = r
                     wavs[k] = wav
+            if floor is not None:
+                best.update(floor_fields(turns, floor.describe()))
+                floor.close()
             rows.append(with_starts(best, first_calls_ms(dec, codes, k, args.starts)))
             print(fmt(best), flush=True)
+            if floor is not None:
+                print(fmt_floor(best), flush=True)
     return rows, ref, info, wavs
+
+
+def floor_fields(turns: list[tuple[float, list[float]]], what: dict) -> dict:
+    """A row's products' floor from each turn's call median and floor runs (ms): `products_floor_ms` the fastest
+    turn's median run (as the call's figure is the fastest turn's median call), `floor_ratio` the median over turns
+    of the call median over the floor median within the turn (`run_with_floor`: the runs fall between the calls)."""
+    floors = [statistics.median(runs) for _, runs in turns]
+    return {
+        "products_floor_ms": min(floors),
+        "floor_ratio": statistics.median(call / f for (call, _), f in zip(turns, floors, strict=True)),
+        "products_floor": {**what, "turns": [{"call_ms_median": c, "floor_ms": runs} for c, runs in turns]},
+    }
+
+
+def fmt_floor(r: dict) -> str:
+    w = r["products_floor"]
+    return (f"{'':28s}        products' floor {r['products_floor_ms']:8.1f} ms ({w['product_nodes']} product "
+            f"nodes, {w['fused_products']} products of {w['fused_nodes']} fused nodes, {w['gflop']:.2f} GFLOP), "
+            f"call / floor {r['floor_ratio']:.3f} (the median over turns)")
 
 
 # ---- llama.cpp --------------------------------------------------------------------------------------------------
@@ -252,6 +317,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--starts", type=int, default=7,
                    help="kzlab: fresh streams whose first call is timed per chunk size; the time to first audio is "
                         "their median (0: the measured stream's own first call)")
+    p.add_argument("--floor-reps", type=int, default=9,
+                   help="kzlab: runs of the products' floor per turn and size (the call's products back to back, "
+                        "benchmarks/products_floor.py), spread between the stream's calls; their median is the "
+                        "turn's floor (0: no floor)")
     p.add_argument("--kzlab", default="", help="kzlab.load keywords as JSON (default: kzlab's defaults)")
     p.add_argument("--hf", help="the HF checkpoint directory for upstream PyTorch (needs torch)")
     p.add_argument("--no-torch", action="store_true")
@@ -274,6 +343,11 @@ def main(argv: list[str] | None = None) -> None:
     rows, ref, info, wavs = kzlab_rows(args, codes)
     print(f"kzlab offline decode: {info['offline_s']:.3f} s (RTF {info['offline_rtf']:.3f}) on {info['backend']}, "
           f"{info['mode']} mode; streaming calls: {info['stream_plan_changes'] or 'the same plan'}", flush=True)
+    if any("floor_ratio" in r for r in rows):
+        print("kzlab's call over its products' floor (a turn's median call over its median floor run, the median "
+              "over turns; the fastest turn's call and floor in ms): "
+              + ", ".join(f"K={r['chunk']} {r['floor_ratio']:.3f} ({r['call_ms_median']:.1f}, "
+                          f"{r['products_floor_ms']:.1f})" for r in rows if "floor_ratio" in r), flush=True)
     torch_ref = None
     if args.hf and not args.no_torch:
         t_rows, torch_ref = torch_rows(args, codes)

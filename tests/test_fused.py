@@ -295,3 +295,45 @@ def test_numpy_blas_threads_of_the_caller_are_left_as_they_were(tiny, codes):
         d.decode(codes)
         kzlab.profile(d, codes=codes, repeat=1, warmup=0, peak=False)
     assert [c.get_num_threads() for c in libs] == before
+
+
+@pytest.mark.parametrize("cl", [True, False])
+@pytest.mark.parametrize("C, L, T", [(8, 3, 5), (96, 54, 12000)])  # one thread copies it; the threads share it
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_context_join_is_the_concat(cl, C, L, T, threads):
+    """`fused.join_frames` (a streaming call's context in front of its frames) writes the bytes ggml's CONCAT writes,
+    in either memory order, whether one thread copies it all or the threads share its rows."""
+    import ctypes
+
+    from ggml import ggml as g
+
+    rng = np.random.default_rng(0)
+    past = rng.standard_normal((L, C) if cl else (C, L)).astype(np.float32)  # numpy order: ne reversed
+    x = rng.standard_normal((T, C) if cl else (C, T)).astype(np.float32)
+    cpu = g.ggml_backend_dev_init(g.ggml_backend_dev_by_name(b"CPU"), None)
+    g.ggml_backend_cpu_set_n_threads(cpu, threads)
+    ctx = g.ggml_init(g.ggml_init_params(mem_size=16 * g.ggml_tensor_overhead() + g.ggml_graph_overhead(),
+                                         mem_buffer=None, no_alloc=True))
+    try:
+        tp = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, past.shape[1], past.shape[0])
+        tx = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, x.shape[1], x.shape[0])
+        outs = [fused.join_frames(ctx, tp, tx, cl), g.ggml_concat(ctx, tp, tx, 1 if cl else 0)]
+        gf = g.ggml_new_graph(ctx)
+        for t in outs:
+            g.ggml_build_forward_expand(gf, t)
+        buf = g.ggml_backend_alloc_ctx_tensors(ctx, cpu)
+        for t, a in ((tp, past), (tx, x)):
+            g.ggml_backend_tensor_set(t, a.ctypes.data_as(ctypes.c_void_p), 0, a.nbytes)
+        assert g.ggml_backend_graph_compute(cpu, gf) == g.GGML_STATUS_SUCCESS
+        fused.raise_pending()
+        got = []
+        for t in outs:
+            a = np.empty((int(t.contents.ne[1]), int(t.contents.ne[0])), np.float32)
+            g.ggml_backend_tensor_get(t, a.ctypes.data_as(ctypes.c_void_p), 0, a.nbytes)
+            got.append(a)
+        assert np.array_equal(got[0], got[1])
+        assert np.array_equal(got[0], np.concatenate([past, x], axis=0 if cl else 1))
+        g.ggml_backend_buffer_free(buf)
+    finally:
+        g.ggml_free(ctx)
+        g.ggml_backend_free(cpu)

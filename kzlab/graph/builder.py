@@ -330,13 +330,17 @@ class GraphBuilder:
             return Act(g.ggml_pad_ext(self.ctx, a.t, 0, 0, n, 0, 0, 0, 0, 0), True)
         return Act(g.ggml_pad_ext(self.ctx, a.t, n, 0, 0, 0, 0, 0, 0, 0), False)
 
-    def context(self, key: str | None, a: Act, frames: int) -> tuple[Act, int]:
+    def context(self, key: str | None, a: Act, frames: int, fused_join: bool = False) -> tuple[Act, int]:
         """`a` with `frames` frames of its past in front, and how many zero frames a causal layer must still pad.
 
         Offline (no carry, or no `key`): `a` as it is and `frames` (the layer pads zeros itself). Streaming: the
         graph input `state:<key>` (the last `frames` frames this layer read in the previous call, zeros before the
         first) joined in front of `a`, 0 zeros to pad, and the last `frames` frames of the join written back as the
-        state's output: chunk after chunk the layer reads exactly the frames the offline decode's layer reads."""
+        state's output: chunk after chunk the layer reads exactly the frames the offline decode's layer reads.
+
+        `fused_join`: the join is kzlab's CPU node (`fused.join_frames`: the same bytes, as block copies) instead of
+        ggml's CONCAT (one thread, element by element); for a layer that runs on the CPU in the fast mode (a fused
+        node, or a conv reading one's output), where kzlab's nodes can run."""
         if self.carry is None or key is None or frames == 0:
             return a, frames
         if key in self.carry.slots:
@@ -344,7 +348,10 @@ class GraphBuilder:
         C, T = a.C, a.T
         ne = (C, frames) if a.cl else (frames, C)
         st = self.input(f"state:{key}", g.GGML_TYPE_F32, *ne)
-        full = Act(g.ggml_concat(self.ctx, st, a.t, 1 if a.cl else 0), a.cl)
+        if fused_join:
+            full = Act(fused.join_frames(self.ctx, st, a.t, a.cl), a.cl)
+        else:
+            full = Act(g.ggml_concat(self.ctx, st, a.t, 1 if a.cl else 0), a.cl)
         out = g.ggml_cont(self.ctx, self.time_view(full, T, frames).t)
         self._state_out(key, "context", C, frames, a.cl, st, out)
         return full, 0
@@ -479,13 +486,15 @@ class GraphBuilder:
 
     def conv1d(
         self, x: Act, wname: str, bname: str | None, dilation: int = 1, padding: tuple[int, int] | None = None,
-        state: str | None = None,
+        state: str | None = None, fused_join: bool = False,
     ) -> Act:
         """Causal conv1d (left padding (k-1)*d, stride 1), lowered as `low.conv` says. `padding` (ktap only): the
         zeros (left, right) instead, in one PAD, the output as many frames as the padded input gives ('same':
         ((k-1)*d/2, (k-1)*d/2), T frames, with no shifted view to copy after). `state`: the key of the conv's left
         context in a streaming graph (`context`): there the frames before the input are the previous call's, not
-        zeros."""
+        zeros; `fused_join` joins them by kzlab's CPU node (`context`), in the fast mode only."""
+        if fused_join and self.low.mode != "fast":
+            raise ValueError("fused_join: kzlab's CPU nodes run in the fast mode only")
         p = self.w.prepared[wname]
         if p.layout == "taps":
             k = int(self.w[wname].contents.ne[1])
@@ -496,7 +505,7 @@ class GraphBuilder:
         pad = (k - 1) * dilation
         if padding is not None and (self.low.conv not in KTAP or sum(padding) != pad or state is not None):
             raise ValueError(f"conv1d padding {padding}: ktap only, {pad} frames in all")
-        x, zeros = self.context(state, x, pad)
+        x, zeros = self.context(state, x, pad, fused_join)
         left, right = padding or (zeros, 0)
         T_in, T = x.T, x.T + left + right - pad  # input and output frames
         if p.layout == "taps":

@@ -71,9 +71,11 @@ def quantizer(b: GraphBuilder, hp: HParams, codes, T: int) -> Act:
 
 
 def conv_layer(
-    b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, dilation: int = 1, bias: bool = True
+    b: GraphBuilder, x: Act, path: str, c_in: int, c_out: int, k: int, dilation: int = 1, bias: bool = True,
+    fused_join: bool = False,
 ) -> Act:
-    """A causal conv1d; bias=False leaves the bias to the next node (the fused snake adds it)."""
+    """A causal conv1d; bias=False leaves the bias to the next node (the fused snake adds it); `fused_join`: a
+    streaming call joins its context by kzlab's CPU node (`GraphBuilder.context`)."""
     T = x.T
     macs = c_in * c_out * k * T
     with b.layer(
@@ -88,7 +90,8 @@ def conv_layer(
         macs_seed=macs,
         extra={"dilation": dilation},
     ):
-        return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation, state=path)
+        return b.conv1d(x, f"{path}.weight", f"{path}.bias" if bias else None, dilation, state=path,
+                        fused_join=fused_join)
 
 
 def convt_record(b: GraphBuilder, path: str, c_in: int, c_out: int, k: int, T: int, stride: int, **extra):
@@ -261,7 +264,7 @@ def fused_residual_unit(b: GraphBuilder, x: Act, p: str, c: int, dilation: int) 
     with b.layer(p, "residual_unit", c_in=c, c_out=c, t_in=T, t_out=T, extra={"fuses": [p + s[0] for s in subs]}):
         w = {name: b.w[f"{p}.{name}"] for name in fused.UNIT_SOURCES[1:]}
         # streaming: the unit reads its input's past (conv1's left context) and writes the call's frames only
-        xs, _ = b.context(p, x, 6 * dilation)
+        xs, _ = b.context(p, x, 6 * dilation, fused_join=True)
         y = Act(fused.residual_unit(b.ctx, xs.t, xs.cl, w, dilation, b.low.winograd_unit, lead=xs.T - T), True)
     for suffix, kind, k, macs, extra in subs:
         info = {"kernel": k, "macs": macs, "macs_seed": macs} if k else {}
@@ -294,7 +297,8 @@ def fused_snake_convt(b: GraphBuilder, x: Act, blk: int, cin: int, cout: int, r:
         pass
     with convt_record(b, cp, cin, cout, k, T, r, fuses=[sp]):
         w = b.w
-        xs, _ = b.context(cp, x, 1)  # streaming: the frame before the call, whose products overlap its first
+        # streaming: the frame before the call, whose products overlap its first
+        xs, _ = b.context(cp, x, 1, fused_join=True)
         y = fused.snake_convt(
             b.ctx, xs.t, xs.cl, w[sp + ".alpha"], w[sp + ".beta"], w[cp + ".weight"], w[cp + ".bias"], r,
             lead=xs.T - T,
@@ -351,7 +355,10 @@ def build_decoder(b: GraphBuilder, hp: HParams, frames: int, start: str = "quant
         # the memory order the waveform conv (one output channel) reads
         lambda x: snake_layer(b, x, f"dec.{nb + 1}.snake", out_cl=b.conv_input_cl(7, 1)),
     )
-    run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7))
+    # the waveform conv reads the last block's frames (7680 a 4-frame call): in the fast mode its streaming context
+    # is joined by kzlab's CPU node, not by ggml's one-thread CONCAT (1.2 ms a call)
+    run(f"decoder.{nb + 2}", lambda x: conv_layer(b, x, f"dec.{nb + 2}.conv", hp.out_channels, 1, 7,
+                                                   fused_join=b.low.mode == "fast"))
     x = run.x
     b.stage = f"decoder.{nb + 2}"
     with b.layer(f"dec.{nb + 2}.clamp", "other", c_in=1, c_out=1, t_in=x.T, t_out=x.T):

@@ -149,8 +149,11 @@ class Qwen3Tts12Hz:
         two products, 2 * T * C_in * C_out * (K + 1), two snakes (5 per element each) and its bias and residual
         adds (3 per element). The SnakeBeta + transposed conv (five sources, the weight ne [C_out, K, C_in]
         fourth) counts its product on the input frames, 2 * T_in * C_in * K * C_out (the algorithmic count), the
-        snake (5 per input element) and the overlap and bias adds (2 per output element)."""
+        snake (5 per input element) and the overlap and bias adds (2 per output element). A streaming call's
+        context join (two sources, `fused.join_frames`) moves bytes and computes nothing, as a CONCAT."""
         kind = self.custom_label(name, srcs)
+        if kind == "context join":
+            return 0
         if kind == "residual unit" and srcs[3] is not None:
             c_out, c_in, k = srcs[3].ne[0], srcs[3].ne[1], srcs[3].ne[2]
             k = WINOGRAD_TAPS.get(k, k)  # the direct conv's count for a conv by Winograd (its matrices in ne[2])
@@ -165,9 +168,8 @@ class Qwen3Tts12Hz:
         return None
 
     def custom_label(self, name: str, srcs: Sequence[Any]) -> str | None:
-        return {len(_UNIT_SOURCES): "residual unit", _CONVT_SOURCES: "snake + transposed conv", 3: "snake"}.get(
-            len(srcs)
-        )
+        return {len(_UNIT_SOURCES): "residual unit", _CONVT_SOURCES: "snake + transposed conv", 3: "snake",
+                _JOIN_SOURCES: "context join"}.get(len(srcs))
 
 
 #: sources of the fused residual-unit node (kzlab.graph.fused.UNIT_SOURCES: x, then two snakes and two convs)
@@ -175,5 +177,7 @@ _UNIT_SOURCES = ("x", "act1.alpha", "act1.beta", "conv1.weight", "conv1.bias",
                  "act2.alpha", "act2.beta", "conv2.weight", "conv2.bias")
 #: sources of the fused SnakeBeta + transposed-conv node (x, alpha, beta, weight, bias)
 _CONVT_SOURCES = 5
+#: sources of a streaming call's context join (kzlab.graph.fused.join_frames: the carried past, the call's frames)
+_JOIN_SOURCES = 2
 
 ARCH = Qwen3Tts12Hz()

@@ -53,6 +53,12 @@ share of the output channels for every frame (the products, A^T, the bias and th
 every thread streamed every transformed weight (9.4 MB at 768 channels) for its few rows of products: the posnet's
 conv node took 10.3 ms at 750 frames on two threads, 8.5 ms in two phases.
 
+Why the context join (`join_frames`): a streaming call joins each layer's carried past in front of the call's frames
+before the layer reads them, and ggml 0.15.3's CONCAT does that on one thread, element by element. The fused
+residual unit and transposed conv of a streaming call (and its waveform conv) read their context through this node
+instead: two block copies, on one thread below 4 MB (a second thread's entry into Python costs more than it copies),
+the rows split between ggml's threads above (1.2 -> 0.3 ms for the 7734 x 96 join of a 4-frame call's last block).
+
 Layout: `kernels.py` the numpy arithmetic (no ggml), `winograd.py` the convs by Winograd's minimal filtering,
 `nodes.py` the ggml custom-op glue, `threads.py` the control of numpy's BLAS threads inside ggml's threads.
 """
@@ -74,6 +80,7 @@ from kzlab.graph.fused.nodes import (
     after_compute,
     dwmlp,
     group_norm_affine_node,
+    join_frames,
     normconv,
     raise_pending,
     residual_unit,
@@ -85,6 +92,7 @@ __all__ = [
     "DWMLP_SOURCES",
     "dwmlp",
     "group_norm_affine_node",
+    "join_frames",
     "normconv",
     "UNIT_MAX_ROWS",
     "UNIT_MIN_ROWS",

@@ -39,7 +39,6 @@ from kzlab.graph.fused.kernels import (
 )
 from kzlab.graph.fused.threads import blas_one_thread, restore_blas
 
-_F32P = ctypes.POINTER(ctypes.c_float)
 _errors: list[BaseException] = []
 _errors_lock = threading.Lock()
 #: userdata bits: input channels-last, output channels-last, a bias vector is source 3, the unit's conv weight
@@ -63,7 +62,15 @@ def _callback(kernel):
 
 
 def _array(t, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ctypeslib.as_array(ctypes.cast(t.contents.data, _F32P), shape=shape)
+    """A float32 tensor's data as a writable numpy view of `shape`.
+
+    Through a ctypes array at the data's address (about 2 us) rather than `np.ctypeslib.as_array` of a pointer
+    (about 12 us): a kernel views each of its sources on every thread, the threads' Python runs one at a time under
+    the GIL, and a streaming call of the full-size decoder runs some 30 fused nodes."""
+    n = 1
+    for d in shape:
+        n *= d
+    return np.frombuffer((ctypes.c_float * n).from_address(t.contents.data), np.float32).reshape(shape)
 
 
 def _channels_frames(x, in_cl: bool) -> tuple[int, int]:
@@ -255,6 +262,57 @@ def snake_convt(ctx, x, in_cl: bool, alpha, inv_beta, weight, bias, stride: int,
     c_out = int(weight.contents.ne[0])
     flags = (IN_CL if in_cl else 0) | OUT_CL | (stride << _PARAM_SHIFT)
     return _node(ctx, _CONVT_CB, [x, alpha, inv_beta, weight, bias], c_out, (T - lead) * stride, flags)
+
+
+# ---- a stream's context joined in front of a call's frames ----------------------------------------------------
+#: below this many bytes a context join is one task (ggml's first thread copies it all): every thread that runs a
+#: fused node enters Python, and a thread other than the one that called ggml takes the GIL from it to do so (about
+#: 50 us a node with two threads, 0.4 us with one). The copy is bound by memory: on two threads a 3 MB join took
+#: 0.23-0.29 ms either way, a 1.5 MB one 0.19 ms split and 0.08 ms on one
+JOIN_SPLIT_BYTES = 1 << 22
+
+
+def _join_kernel(dst, ith: int, nth: int, flags: int) -> None:
+    d = dst.contents
+    past, x = d.src[0].contents, d.src[1].contents
+    if flags & IN_CL:  # ne [C, L] and [C, T]: frames are rows, each thread an even share of the L + T rows
+        C, L, T = int(d.ne[0]), int(past.ne[1]), int(x.ne[1])
+        y, p, a = _array(dst, (L + T, C)), _array(d.src[0], (L, C)), _array(d.src[1], (T, C))
+        r0, r1 = (L + T) * ith // nth, (L + T) * (ith + 1) // nth
+        if r0 < L:
+            y[r0 : min(r1, L)] = p[r0 : min(r1, L)]
+        if r1 > L:
+            y[max(r0, L) : r1] = a[max(r0, L) - L : r1 - L]
+        return
+    C, L, T = int(d.ne[1]), int(past.ne[0]), int(x.ne[0])  # ne [L, C] and [T, C]: each channel a row of frames
+    y, p, a = _array(dst, (C, L + T)), _array(d.src[0], (C, L)), _array(d.src[1], (C, T))
+    c0, c1 = C * ith // nth, C * (ith + 1) // nth
+    y[c0:c1, :L] = p[c0:c1]
+    y[c0:c1, L:] = a[c0:c1]
+
+
+_JOIN_CB = _callback(_join_kernel)
+
+
+def join_frames(ctx, past, x, cl: bool):
+    """`past` (a stream's carried frames of a layer's input, F32 2-D) joined in front of `x` (the call's frames, the
+    same channels) along time: channels-last ne [C, L + T], or channels-first ne [L + T, C], as ggml_concat gives.
+
+    Why: ggml 0.15.3's CONCAT copies element by element and splits its work by ne[2], which a 2-D activation does not
+    have, so one thread copies all of it. A 4-frame streaming call of the full-size Qwen3-TTS decoder joins its
+    residual units' and transposed convs' context in front of activations of up to 7734 x 96 frames x channels: 1.2 ms
+    each (about 10 ms a call) against 0.3 ms as two block copies (rows split between the threads from
+    `JOIN_SPLIT_BYTES` on)."""
+    srcs = [t if g.ggml_is_contiguous(t) else g.ggml_cont(ctx, t) for t in (past, x)]
+    if cl:
+        C, L, T = int(x.contents.ne[0]), int(past.contents.ne[1]), int(x.contents.ne[1])
+        ne0, ne1 = C, L + T
+    else:
+        C, L, T = int(x.contents.ne[1]), int(past.contents.ne[0]), int(x.contents.ne[0])
+        ne0, ne1 = L + T, C
+    args = (ctypes.POINTER(g.ggml_tensor) * 2)(*srcs)
+    tasks = -1 if 4 * C * (L + T) >= JOIN_SPLIT_BYTES else 1  # -1: every thread
+    return g.ggml_custom_4d(ctx, g.GGML_TYPE_F32, ne0, ne1, 1, 1, args, 2, _JOIN_CB, tasks, IN_CL if cl else 0)
 
 
 # ---- the ConvNeXt block --------------------------------------------------------------------------------------

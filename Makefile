@@ -44,8 +44,9 @@ bench: venv
 	$(PIP) install -q -e ".[bench]"
 	$(PY) benchmarks/decode.py
 
+# the notebooks as shipped (`make test` runs them at the suite's smaller size: tests/test_notebooks.py)
 notebooks: venv
-	$(PY) -m pytest -q tests/test_notebooks.py
+	KZLAB_NOTEBOOK_SIZE=full $(PY) -m pytest -q tests/test_notebooks.py
 
 # kzlab as a user gets it: the wheel in a fresh venv, run outside the checkout (see .ci/wheel-check)
 wheel-check: venv

@@ -18,6 +18,8 @@ from pathlib import Path
 #: Debian's chromium (the browser the tests drive); None where there is none
 CHROMIUM = "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else shutil.which("chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+#: s, the server's answer to one API request: a hang guard (it answers in milliseconds, a busy machine in seconds)
+API_HANG_S = 120
 
 #: user settings: no news/update checks (a toast over the page, and a request to the internet), every cell in the
 #: DOM (windowing would detach cells out of view), no autosave, start the notebook's kernel without asking
@@ -114,7 +116,7 @@ class LabServer:
             time.sleep(0.5)
 
     def api(self, path: str):
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as r:
+        with urllib.request.urlopen(f"{self.url}{path}", timeout=API_HANG_S) as r:
             return json.loads(r.read())
 
     def log_tail(self, n: int = 4000) -> str:

@@ -1,9 +1,12 @@
 """Faults from outside: an RPC server that dies or is absent, an interrupt during a long decode, an
 interrupted conversion. Each scenario runs in a child process (a regression there must not take the test
-run down); the child prints what happened, and the parent checks it and the time it took.
+run down); the child prints what happened, and the parent checks it.
 
-The time bounds are about hangs, with wide margins: 10 s for a lost RPC server, a few seconds for an
-interrupt that ggml's abort callback must honour between graph nodes.
+No verdict rests on how fast a machine is. The time bounds are hang guards, far above what a busy machine takes:
+`CHILD_HANG_S` for a whole child, `PROMPT_S` for a lost or absent RPC server to be reported (the failure guarded
+against is waiting on a dead connection forever, or the OS's connect timeout of about two minutes instead of
+kzlab's 3 s). That an interrupt stops ggml between graph nodes is read from ggml's own status
+(GGML_STATUS_ABORTED), not from a stopwatch.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from conftest import TINY
 
 F32 = TINY / "qwentts-tokenizer-f32.gguf"
 ROOT = Path(__file__).parent.parent
+#: s, one child process from start to end (each takes seconds to a minute); a hang guard
+CHILD_HANG_S = 600
+#: s, from a lost or absent RPC server to its BackendError (seconds on any machine; the OS's connect timeout when
+#: kzlab's own is not applied: about 127 s); a hang guard
+PROMPT_S = 60
 
 
 def _child(code: str, **kw) -> subprocess.Popen:
@@ -94,15 +102,15 @@ d.close()
 
 def test_rpc_server_killed_mid_decode():
     p = _child(RPC_KILLED.format(f32=F32))
-    rc, out, err = _finish(p, 180)
+    rc, out, err = _finish(p, CHILD_HANG_S)
     assert rc == 0, f"the process did not survive the lost server (rc {rc}):\n{out}\n{err[-3000:]}"
     assert "remote matches local: True" in out, out
     result = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
     assert "BackendError" in result and "RPC" in result, result
-    assert float(result.split(" after ")[1].split(" s")[0]) < 10, result
+    assert float(result.split(" after ")[1].split(" s")[0]) < PROMPT_S, result
     nxt = next(ln for ln in out.splitlines() if ln.startswith("NEXT"))
     assert "BackendError" in nxt and "not reachable" in nxt, nxt
-    assert float(nxt.split(" after ")[1].split(" s")[0]) < 10, nxt
+    assert float(nxt.split(" after ")[1].split(" s")[0]) < PROMPT_S, nxt
     assert "LOCAL (7680,) True" in out, out
 
 
@@ -129,11 +137,11 @@ def test_cancel_an_rpc_decode():
     """The UI's Cancel (session.cancel() from another thread) stops an RPC decode; the server survives and
     the next decode reconnects and gives the same audio."""
     p = _child(RPC_CANCEL.format(f32=F32))
-    rc, out, err = _finish(p, 180)
+    rc, out, err = _finish(p, CHILD_HANG_S)
     assert rc == 0, f"rc {rc}:\n{out}\n{err[-3000:]}"
     result = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
     assert result.startswith("RESULT Cancelled"), result
-    assert float(result.split(" after ")[1].split(" s")[0]) < 10, result
+    assert float(result.split(" after ")[1].split(" s")[0]) < PROMPT_S, result
     assert "NEXT True" in out, out
 
 
@@ -153,33 +161,40 @@ print("LOCAL", kzlab.load("{f32}", threads=1).decode(np.zeros((16, 3), np.int32)
 
 def test_unreachable_rpc_server_then_local_decode():
     p = _child(UNREACHABLE.format(f32=F32))
-    rc, out, err = _finish(p, 120)
+    rc, out, err = _finish(p, CHILD_HANG_S)
     assert rc == 0, f"rc {rc}:\n{out}\n{err[-3000:]}"
     lines = [ln for ln in out.splitlines() if ln.startswith("UNREACHABLE")]
     assert len(lines) == 2, out
     for ln in lines:
-        assert float(ln.split()[1]) < 10, ln
+        assert float(ln.split()[1]) < PROMPT_S, ln
         assert "not reachable" in ln, ln
     assert "LOCAL (5760,)" in out, out
 
 
 INTERRUPTED = """
 import signal, time, numpy as np, kzlab
+from ggml import ggml as g
 # a shell that starts a job in the background makes it ignore SIGINT from the start, and Python then installs
 # no KeyboardInterrupt handler: install the one this test relies on (Jupyter installs its own)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 frames, sched = {frames}, {sched}
+d = kzlab.load("{f32}", threads=1, sched=sched)
+statuses = []  # what each graph compute of the decode returned: ABORTED when ggml's abort callback stopped it
+compute = d.session.backends.compute
+d.session.backends.compute = lambda bg: statuses.append(compute(bg)) or statuses[-1]
 for attempt in (1, 2):  # twice: an interrupted decoder must be interruptible again
-    d = kzlab.load("{f32}", threads=1, sched=sched) if attempt == 1 else d
     ref = d.decode(np.ones((16, 3), np.int32))
     d.decode(np.zeros((16, frames), np.int32)[:, :2])  # warm up
     print("DECODING", attempt, flush=True)
+    statuses.clear()
     t = time.monotonic()
     try:
         d.decode(np.zeros((16, frames), np.int32))
         print(f"STOPPED finished {{time.monotonic() - t:.2f}}", flush=True)
     except (kzlab.Cancelled, KeyboardInterrupt) as e:
-        print(f"STOPPED {{type(e).__name__}} {{e}}", flush=True)
+        aborted = bool(statuses) and statuses[-1] == g.GGML_STATUS_ABORTED
+        print(f"STOPPED {{type(e).__name__}} {{e}} | computes {{len(statuses)}}, last aborted: {{aborted}}",
+              flush=True)
     again = d.decode(np.ones((16, 3), np.int32))
     print("NEXT", attempt, bool(np.array_equal(again, ref)), flush=True)
 d.close()
@@ -188,27 +203,30 @@ d.close()
 
 @pytest.mark.parametrize("sched", [False, True], ids=["plain", "sched"])
 def test_interrupt_stops_a_long_decode(sched):
-    """SIGINT (Jupyter's stop button) during a long ggml compute stops it within seconds, in plain and
-    scheduler mode, and the same decoder decodes correctly afterwards (and can be interrupted again)."""
+    """SIGINT (Jupyter's stop button) during a long ggml compute stops it between graph nodes (the compute returns
+    GGML_STATUS_ABORTED instead of running to its end), in plain and scheduler mode, and the same decoder decodes
+    correctly afterwards (and can be interrupted again)."""
     p = _child(INTERRUPTED.format(f32=F32, frames=3600, sched=sched))
     try:
         for attempt in (1, 2):
-            seen = _lines_until(p, "DECODING", 120)
+            seen = _lines_until(p, "DECODING", CHILD_HANG_S)
             assert seen and seen[-1] == f"DECODING {attempt}", (seen, p.stderr.read() if p.poll() is not None else "")
             time.sleep(3)  # well inside the compute (a full decode of this length takes far longer)
-            sent = time.monotonic()
             p.send_signal(signal.SIGINT)
-            stopped = _lines_until(p, "STOPPED", 60)
-            took = time.monotonic() - sent
+            stopped = _lines_until(p, "STOPPED", CHILD_HANG_S)
             assert stopped and stopped[-1].startswith("STOPPED"), stopped
             assert "finished" not in stopped[-1], f"the decode ran to its end: {stopped[-1]}"
-            # Cancelled when the signal lands in ggml's compute (the long part); a plain KeyboardInterrupt
-            # when a loaded machine was still building or allocating the graph in Python
-            assert "Cancelled decode interrupted" in stopped[-1] or "KeyboardInterrupt" in stopped[-1], stopped[-1]
-            assert took < 5, f"stopping took {took:.1f} s"
-            nxt = _lines_until(p, "NEXT", 60)
+            # Cancelled when the signal lands in ggml's compute (the long part): ggml's abort callback must have
+            # stopped that compute between nodes, not let it run to its end; a plain KeyboardInterrupt when a
+            # loaded machine was still building or allocating the graph in Python
+            if "Cancelled" in stopped[-1]:
+                assert "Cancelled decode interrupted" in stopped[-1], stopped[-1]
+                assert stopped[-1].endswith("last aborted: True"), f"the compute was not aborted: {stopped[-1]}"
+            else:
+                assert "KeyboardInterrupt" in stopped[-1], stopped[-1]
+            nxt = _lines_until(p, "NEXT", CHILD_HANG_S)
             assert nxt and nxt[-1] == f"NEXT {attempt} True", nxt
-        rc, out, err = _finish(p, 60)
+        rc, out, err = _finish(p, CHILD_HANG_S)
         assert rc == 0, err[-3000:]
     finally:
         if p.poll() is None:
@@ -288,7 +306,7 @@ print("LOCAL", wav.shape)
 def test_rpc_server_killed_mid_profile_and_bench_ops():
     """Profiling and bench-ops on RPC run in a worker process, as decode does: a lost server is a BackendError."""
     p = _child(RPC_KILLED_PROFILE.format(f32=F32))
-    rc, out, err = _finish(p, 300)
+    rc, out, err = _finish(p, CHILD_HANG_S)
     assert rc == 0, f"the process did not survive the lost server (rc {rc}):\n{out}\n{err[-3000:]}"
     assert "PROFILED worker process" in out, out
     benched = next(ln for ln in out.splitlines() if ln.startswith("BENCHED"))

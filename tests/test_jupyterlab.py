@@ -31,9 +31,14 @@ WIDGET_ERROR = re.compile(r"Error displaying widget|Failed to load (model|view) 
 #: told from a warning by its text
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*[A-Za-z_][\w.]*(Error|Exception)\b.*$", re.M)
 
+# Every wait below is a hang guard, never a speed check: many times what a busy 2-core machine takes.
 RUN_ALL_TIMEOUT = 600  # s; ~15 s on 2 cores
 WORKBENCH_TIMEOUT = 300  # s, the Run button's runs
 STEP = 60_000  # ms, one page interaction (a tab, an image, an audio's metadata)
+START = 120  # s: the page's first load, the notebook's first cell, its kernel; the browser's launch
+#: s, the whole test, its server's start included: above the sum of the guards above, which pytest-timeout's
+#: per-test default (900 s) is not
+TEST_HANG_S = 3600
 
 KERNEL_IDLE = """() => {
   const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
@@ -190,6 +195,7 @@ def _check_tab(page, wb, title: str) -> dict:
 
 
 @pytest.mark.browser
+@pytest.mark.timeout(TEST_HANG_S)
 @pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
 def test_notebook_and_workbench_in_jupyterlab(lab, notebook, tmp_path):
     import nbformat
@@ -206,17 +212,18 @@ def test_notebook_and_workbench_in_jupyterlab(lab, notebook, tmp_path):
     shot = tmp_path / "jupyterlab-failure.png"
     t0 = time.perf_counter()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                                    timeout=START * 1000)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(STEP)
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
             try:
-                page.goto(f"{lab.url}/lab/tree/{notebook.name}?reset", timeout=120_000)
-                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+                page.goto(f"{lab.url}/lab/tree/{notebook.name}?reset", timeout=START * 1000)
+                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=START * 1000)
                 _wait("the notebook's kernel to start", lambda: _accept_dialog(page) or page.evaluate(KERNEL_IDLE),
-                      120)
+                      START)
                 kernels = lab.api("/api/kernels")
                 assert [k["name"] for k in kernels] == ["python3"], kernels
                 print(f"lab up, kernel idle: {time.perf_counter() - t0:.1f} s")

@@ -12,6 +12,9 @@ from conftest import TINY, run_cli
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+#: ms, the browser's launch and the page's load: a hang guard (Playwright's default, 30 s, is one that a busy
+#: 2-core machine can reach)
+BROWSER_HANG_MS = 300_000
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +47,11 @@ def test_report_in_headless_chromium(report, tmp_path):
 
     requests: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, timeout=BROWSER_HANG_MS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1600})
             page.on("request", lambda r: requests.append(r.url))
+            page.set_default_timeout(BROWSER_HANG_MS)
             page.goto(report.as_uri())
             durations = page.evaluate(
                 """async () => {

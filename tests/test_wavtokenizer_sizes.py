@@ -31,6 +31,11 @@ TOOL = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "wavtok
 #: a size unlike the tiny fixture's and the shipped model's in every dimension the file carries
 MID = dict(features=64, vocab=1024, dim=128, ff=384, layers=4, groups=32, seed=1, frames=150)
 BOUND_F32_DB = 70.0
+#: s, the generator's run (llama.cpp's converter and the PyTorch reference) and the whole test: hang guards, above
+#: pytest-timeout's per-test default (900 s), which a busy 2-core machine can reach here
+GENERATOR_HANG_S = 3600
+#: s, the probe for torch and outetts (an import of torch): a hang guard, not a speed check
+PROBE_HANG_S = 600
 
 
 def _outetts_dir(python: str) -> Path | None:
@@ -39,7 +44,8 @@ def _outetts_dir(python: str) -> Path | None:
     code = ("import importlib.util,sys; s=importlib.util.find_spec('outetts'); "
             "sys.stdout.write(s.submodule_search_locations[0] if s else '')")
     try:
-        out = subprocess.run([python, "-c", "import torch; " + code], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([python, "-c", "import torch; " + code], capture_output=True, text=True,
+                             timeout=PROBE_HANG_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0 or not out.stdout:
@@ -67,7 +73,7 @@ def _made_here(tmp: Path) -> list[Path]:
            "--llama-commit", "cb295bf59663cd3577389315636772f4060bd1f5"]
     for k, v in MID.items():
         cmd += [f"--{k}", str(v)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=GENERATOR_HANG_S)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return [out]
 
@@ -80,6 +86,7 @@ def _folders(tmp: Path) -> list[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2 * GENERATOR_HANG_S)
 def test_a_file_of_another_size_decodes_with_no_edits(tmp_path):
     for folder in _folders(tmp_path):
         ggufs = sorted(folder.glob("*-f32.gguf"))

@@ -1,7 +1,9 @@
 """How long `kzlab whatif` makes the user wait: the seed's three configurations, 1,000 draws, cold (an empty
 cache: every graph is profiled on the CPU and every placement's decode emulated) and warm (the cached profiles and
 emulated figures reused), each in a fresh process as a user runs it. Targets: at most 60 s cold, at most 5 s warm,
-on 2 cores. `--extra "--no-accuracy --no-remedies"` times the answer without its correctness (time alone).
+on 2 cores. `--extra "--no-accuracy --no-remedies"` times the answer without its correctness (time alone). Each run
+prints where its time went, as the what-if measured it (`WhatIf.timings`): profiling, placing, emulation, drawing;
+the wall time also holds the process's start and the model's load.
 
     python benchmarks/whatif_speed.py [--model full-f16.gguf] [--runs 3] [--extra "ARGS"]
 
@@ -11,6 +13,7 @@ on 2 cores. `--extra "--no-accuracy --no-remedies"` times the answer without its
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -24,12 +27,20 @@ SEED = ["--frames", "31", "--conv", "im2col-f16", "--conv-src1", "data", "--resu
         "--target-ms", "800", "--draws", "1000", "-q"]
 
 
-def timed(model: str, cache: str, extra: list[str]) -> float:
+def timed(model: str, cache: str, extra: list[str]) -> tuple[float, dict[str, float]]:
+    """One `kzlab whatif` in a fresh process: its wall time, and the split its answer records."""
     env = dict(os.environ, KZLAB_CACHE=cache)
+    out = os.path.join(cache, "answer.json")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kzlab.cli", "whatif", model, *SEED, *extra], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    subprocess.run([sys.executable, "-m", "kzlab.cli", "whatif", model, *SEED, *extra, "--json", out], env=env,
+                   check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    with open(out) as f:
+        return wall, json.load(f).get("timings", {})
+
+
+def split(t: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in t.items())
 
 
 def main() -> None:
@@ -44,11 +55,14 @@ def main() -> None:
         from kzlab.app.builtins import resolve_model
 
         model = str(resolve_model("synthetic"))
-    colds, warms = [], []
+    colds, warms, splits = [], [], []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as cache:
-            colds.append(timed(model, cache, extra))
-            warms.append(timed(model, cache, extra))
+            (c, cs), (w, ws) = timed(model, cache, extra), timed(model, cache, extra)
+            colds.append(c)
+            warms.append(w)
+            splits.append((cs, ws))
+            print(f"run {len(colds)}: cold {c:.1f} s ({split(cs)}); warm {w:.1f} s ({split(ws)})", flush=True)
     cold, warm = statistics.median(colds), statistics.median(warms)
     print(f"kzlab whatif {' '.join(extra)}, seed graph (31 frames), 3 configurations + cpu, 1000 draws, "
           f"{os.cpu_count()} cores")

@@ -41,6 +41,11 @@ class Progress:
 
             self._bar = tqdm(total=self.total, desc=desc, unit=unit, leave=False, dynamic_ncols=True)
 
+    def describe(self, text: str) -> None:
+        """Name what the loop is doing now (the bar's label): where the time goes, said while it goes."""
+        if self._bar is not None:
+            self._bar.set_description_str(text, refresh=True)
+
     def step(self, n: int = 1) -> None:
         self.done += n
         if self._bar is not None:

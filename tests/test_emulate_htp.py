@@ -487,3 +487,49 @@ def test_hvx_quantizer_refuses_non_finite():
     with pytest.raises(InvalidInputError, match="groups"):
         K.matmul(q_operand("q8_0", q, d), K.Operand.from_array(np.zeros((3, 64), np.float32), "f32"), "hvx",
                  "v0.21.0", hvx_q8_group=64)
+
+
+def test_hmx_quantized_n_is_padded_from_v0153():
+    """From v0.15.3 the host pads a quantized weight's N to 32 (ggml-hexagon.cpp @ eced84c8 2394-2395): each real row
+    is computed as without the padding; v0.15.2 decides on the DSP and needs N % 32."""
+    rng = np.random.default_rng(5)
+    k, m, n = 64, 40, 45
+    q = rng.integers(-128, 128, size=(64, k))
+    d = (rng.random((64, k // 32)) * 0.02 + 0.001).astype(np.float16)
+    a = K.Operand.from_array(rng.standard_normal((m, k)).astype(np.float32), "f32")
+    full = K.matmul(q_operand("q8_0", q, d), a, "hmx", "v0.15.3")           # N = 64: what the padded tile computes
+    for release in ("v0.15.3", "v0.21.0", "78c531d"):
+        part = K.matmul(q_operand("q8_0", q[:n], d[:n]), a, "hmx", release)
+        np.testing.assert_array_equal(part, full[..., :n])
+    q256, d256 = rng.integers(-128, 128, size=(n, 256)), np.ones((n, 8), np.float16)
+    with pytest.raises(InvalidInputError, match="N = 45"):
+        K.matmul(q_operand("q8_0", q256, d256), K.Operand.from_array(np.zeros((m, 256), np.float32)), "hmx",
+                 "v0.15.2")
+
+
+def test_f32_to_f16_of_any_shape_with_special_values():
+    """The bit path (many overflows, F16 subnormals, values rounding to zero) on arrays of any shape and size."""
+    rng = np.random.default_rng(6)
+    for shape in [(4, 64), (3, 5, 7), (1 << 19,)]:
+        x = rng.standard_normal(shape).astype(np.float32) * np.float32(1e-5)
+        x.reshape(-1)[::3] = 1e6
+        x.reshape(-1)[1::7] = -3e-8
+        with np.errstate(over="ignore"):
+            want = x.astype(np.float16)
+        got = K.f32_to_f16(x)
+        assert got.shape == x.shape
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_what_ggml_cpu_computes_alike():
+    """ggml-cpu's own F16 product (src1 to F16, exact products, F32 sums) is HVX's with F16 weights, and HMX's but
+    for its F16 store; the defect, F32 weights on HMX and quantized weights are not."""
+    assert K.host_computes("hvx", "F16", "F32") == K.host_computes("hvx", "f16", "f16") == K.SAME
+    assert K.host_computes("hvx", "f32", "f32") == K.SAME
+    assert K.host_computes("hmx", "f16", "f32") == K.F16_RESULT
+    for args in (("hmx", "f16", "f16"), ("hmx", "f32", "f32"), ("hvx", "q8_0", "f32"), ("hmx", "q4_0", "f32")):
+        assert K.host_computes(*args) is None
+    assert K.node_arithmetic("matmul", "hvx", "F16", "F32", "v0.15.2") == K.HOST_ARITHMETIC
+    assert K.node_arithmetic("matmul", "hmx", "F16", "F32", "v0.15.3") == \
+        K.node_arithmetic("matmul", "hmx", "F16", "F32", "v0.21.0") != \
+        K.node_arithmetic("matmul", "hmx", "F16", "F32", "v0.15.2")

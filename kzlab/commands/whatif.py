@@ -83,7 +83,7 @@ def run(args) -> int:
                     bound=args.bound, stream=args.stream, pace=args.pace, utterance_s=args.utterance,
                     realtime_p=args.realtime_p)
     print(result.summary())
-    print(f"({result.seconds:.1f} s)")
+    print(f"({result.seconds:.1f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items()) + ")")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

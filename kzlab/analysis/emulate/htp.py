@@ -42,11 +42,12 @@ HMX, the matrix unit (all releases; F16, F32, Q8_0, Q4_0 weights)
   therefore F16: about 3 decimal digits, and +-inf beyond 65504. The hf tiles become F32 by a multiply by 1.0
   (exact) (transfer_output_chunk_fp16_to_fp32, hmx-matmul-ops.c @ 707321c4 967-995; hmx-mm-kernels-tiled.h
   @ eced84c8 715-761, @ 8599e0ea 770-851).
-- Emulated as: exact F16 x F16 products summed in float64 (np.matmul, `_bmm`: the same on every host, whatever
-  its BLAS's order), rounded to float32, then once to F16 (RNE, +-inf on overflow), widened to F32. The HMX
-  accumulator's width and its hf store's overflow behaviour are not documented publicly; if the accumulator is at
-  least F32-wide, its sum differs from the exact one by at most gamma_K * sum|a||w| (gamma_K = K u / (1 - K u),
-  u = 2^-24), before the final F16 rounding, which dominates unless the sum cancels.
+- Emulated as: the exact F16 x F16 products summed by a `Products` engine (`Products.f16`: the reference sums them
+  in float64, the fast engine in float32 in its BLAS's order), rounded to float32, then once to F16 (RNE, +-inf
+  on overflow), widened to F32. The HMX accumulator's width and its hf store's overflow behaviour are not
+  documented publicly; if the accumulator is at least F32-wide, its sum differs from the exact one by at most
+  gamma_K * sum|a||w| (gamma_K = K u / (1 - K u), u = 2^-24), and any engine's by as much, before the final F16
+  rounding, which dominates unless the sum cancels.
 - Batched (src0 or src1 with ne2 * ne3 > 1) only for F16 weights (op_matmul, matmul-ops.c @ 707321c4 4747-4750;
   ggml_hexagon_matmul_is_hmx_eligible, ggml-hexagon.cpp @ eced84c8 1972-2017, @ 8599e0ea 2194-2241), src0
   broadcast over dims 2, 3 (hmx_matmul_weight_batch_ptr / hmx_mm_weight_batch_ptr); same arithmetic per batch.
@@ -83,8 +84,9 @@ HVX, the vector units
   HVX_OP_ADD_F32, matmul-ops.c @ 707321c4 2921-2927, @ eced84c8 136-142; hvx-arith.h @ 8599e0ea 40-52), lane-wise
   then a tree (vec_dot_f32_f32_aa_1x1, matmul-ops.c @ 707321c4 2929-2955, @ eced84c8 144-170;
   hvx-mm-kernels-flat.h @ 8599e0ea 1094-1120).
-- Emulated as: float32 np.matmul of the (converted) operands. Exact products; the summation order differs from
-  the device's lanes-then-tree order, so the two differ by at most 2 gamma_K sum|a||w|.
+- Emulated as: the (converted) operands' products summed by a `Products` engine (`f16` for F16 weights, exact
+  products; `f32` for F32 ones). The summation order differs from the device's lanes-then-tree order, so the two
+  differ by at most 2 gamma_K sum|a||w| (gamma_{K+1} for F32 products).
 - Q8_0 / Q4_0 weights: src1 is quantized on the fly, not as ggml-cpu does (Q8_0 per 32-block, d = amax / 127 in
   F32, roundf). Per group of 128 values (the default: FP32_QUANTIZE_GROUP_SIZE = 128 in v0.15.2,
   CMakeLists.txt @ 707321c4 28 and htp/CMakeLists.txt 24-27; quantize_block_f32_q8_0_tiled, 128 per block, in
@@ -149,7 +151,8 @@ Pointwise ops (HVX): GELU is GELU_QUICK on the HTP, in every release
 
 Refused (InvalidInputError, never a silent fallback): types other than f32/f16/q8_0/q4_0, type pairs the host
 refuses, rows whose elements are not contiguous (nb[0] != the type's size), K not a multiple of 32 for quantized
-weights or HMX (256 for v0.15.2's quantized HMX), N not a multiple of 32 on HMX, batched non-F16 weights on HMX,
+weights or HMX (256 for v0.15.2's quantized HMX), N not a multiple of 32 on HMX (but for quantized weights from
+v0.15.3, whose N the host pads to 32: ggml-hexagon.cpp @ eced84c8 2394-2395), batched non-F16 weights on HMX,
 quantized weights with src1 broadcast (ne2 or ne3 > 1), F32 src1 rows not 128-byte aligned on v0.15.2's HMX or
 into HVX's quantizer (their aligned loads would shift them; not emulated), an F16 src1 on 78c531d's HMX (it never
 runs there), non-finite F16 activations on the HVX quantizer, an `after` shorter than what a defective read needs.
@@ -160,6 +163,7 @@ Where the device fails instead of computing (batched F16 src1 on HMX): BackendEr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -342,37 +346,56 @@ def read(op: Operand) -> np.ndarray:
     return _DECODE[op.type](_row_view(op))
 
 
+def read_values(op: Operand) -> np.ndarray:
+    """`read`, but an F16 operand's values as float16 (the same values, without numpy's scalar F16 -> F32 cast: a
+    product's engine widens them)."""
+    if op.type == "f16":
+        return _last_axis(_row_view(op), 2, "f16 bytes").view("<f2")
+    return read(op)
+
+
 #: elements converted at a time by f32_to_f16
 _CHUNK = 1 << 18
+#: numpy's cast of an F32 that overflows F16 or is an F16 subnormal costs about this many times a normal one's (its
+#: per-element path): below one such value in this many, f32_to_f16 leaves them to numpy's cast
+_SLOW_CAST = 64
 
 
 def f32_to_f16(x) -> np.ndarray:
     """F32 -> F16 as the HTP converts (qf32 -> hf, v79+: IEEE round to nearest even): beyond 65504 (after
     rounding) +-inf, NaN stays NaN, F16 subnormals kept: what numpy's cast gives, bit for bit.
 
-    numpy's cast takes a slow per-element path for results that overflow or are F16 subnormals (about ten times
-    its vector path), and the defect's misread activations are mostly such values; those are rounded here from
-    their bits instead: |x| >= 65520 (65504 + half an F16 step, the tie going to the even inf) is +-inf, and
-    |x| < 2^-14 is round-half-even(|x| 2^24) F16 subnormal steps (exact: a product by a power of two)."""
+    numpy's cast takes a slow per-element path (about ten times its vector path) for results that overflow, are F16
+    subnormals or round to zero from a non-zero value, and the defect's misread activations are mostly such values;
+    those are rounded here from their bits instead, the rest left to the cast: |x| >= 65520 (65504 + half an F16
+    step, the tie going to the even inf) is +-inf, 2^-25 < |x| < 2^-14 is round-half-even(|x| 2^24) F16 subnormal
+    steps (exact: a product by a power of two), and 0 < |x| <= 2^-25 is a signed zero (2^-25 is the tie between 0
+    and the smallest subnormal, and 0 is even). Zeros, infinities and NaNs take the cast's vector path."""
     x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 1:
+        return f32_to_f16(x.reshape(-1)).reshape(x.shape)
     if x.size > _CHUNK:  # in pieces that stay in cache: a temporary the size of a whole operand costs its page faults
-        flat, out = x.reshape(-1), np.empty(x.size, np.float16)
+        out = np.empty(x.size, np.float16)
         for i in range(0, x.size, _CHUNK):
-            out[i:i + _CHUNK] = f32_to_f16(flat[i:i + _CHUNK])
-        return out.reshape(x.shape)
+            out[i:i + _CHUNK] = f32_to_f16(x[i:i + _CHUNK])
+        return out
     u = x.view(np.uint32)
     mag = u & np.uint32(0x7FFFFFFF)
     over = (mag >= np.uint32(0x477FF000)) & (mag < np.uint32(0x7F800000))    # 65520 <= |x| < inf
-    small = mag < np.uint32(0x38800000)                                       # |x| < 2^-14, zeros included
-    if not (over.any() or small.any()):
-        return x.astype(np.float16)
+    small = (mag < np.uint32(0x38800000)) & (mag != 0)                        # 0 < |x| < 2^-14
     special = over | small
-    h = np.where(special, np.float32(0), x).astype(np.float16).view(np.uint16)
-    sign = ((u >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16)
-    # subnormal steps from |x| > 2^-25 only (a selection, no arithmetic on a float32 subnormal)
-    mid = small & (mag > np.uint32(0x33000000))
-    steps = np.rint(np.where(mid, mag, np.uint32(0)).view(np.float32) * np.float32(2.0**24)).astype(np.uint16)
-    return np.where(special, sign | np.where(over, np.uint16(0x7C00), steps), h).view(np.float16)
+    n = int(np.count_nonzero(special))
+    if n * _SLOW_CAST < x.size:  # few: numpy's own cast is cheaper than the selections below
+        return x.astype(np.float16)
+    y = np.where(over, np.float32(np.inf), np.where(small, np.float32(0), x))
+    np.copysign(y, x, out=y)
+    h = y.astype(np.float16)
+    # F16 subnormal steps from |x| > 2^-25 only (a selection, no arithmetic on a float32 subnormal)
+    mid = np.flatnonzero(small & (mag > np.uint32(0x33000000)))
+    if mid.size:
+        steps = np.rint(mag[mid].view(np.float32) * np.float32(2.0**24)).astype(np.uint16)
+        h.view(np.uint16)[mid] = ((u[mid] >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16) | steps
+    return h
 
 
 def f16_recip(d) -> np.ndarray:
@@ -449,35 +472,92 @@ def defect_of(path: str, src0_type: str, src1_type: str, release: str) -> str | 
 
 
 # ---- the product --------------------------------------------------------------------------------------------------
-def _bmm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """dst[i3, i2] = a[i3, i2] @ w[i3 // r3, i2 // r2].T (ggml's broadcasting of src0), summed in float64 and
-    rounded once to float32.
+def _bmm(a: np.ndarray, w: np.ndarray, product=None) -> np.ndarray:
+    """dst[i3, i2] = a[i3, i2] @ w[i3 // r3, i2 // r2].T (ggml's broadcasting of src0), each 2-D product by
+    `product(a2, w2)` (default `exact_product`: summed in float64 and rounded once to float32; a `Products`
+    engine's `f16` or `f32`).
 
-    Why float64: the device's order of summation is not emulated, and a float32 sum takes the host BLAS's, which
-    changes with its kernel and its thread count (the tiny PocketTTS decoder's emulated SNR on hexagon-v0.21.0 was
-    27.3396 dB with OpenBLAS's SkylakeX kernels, 27.3376 with its Haswell ones on two threads, 27.3369 on one). A
-    float64 sum of these products (F16 x F16, exact in float32; or F32 x F32) is within K 2^-53 of the exact sum in
-    any order, so its float32 rounding is the exact sum's but for values within that of a rounding boundary: the
-    emulated decode is the same on every host."""
+    Why float64 by default: the device's order of summation is not emulated, and a float32 sum takes the host BLAS's,
+    which changes with its kernel and its thread count (the tiny PocketTTS decoder's emulated SNR on hexagon-v0.21.0
+    moved by 0.002 dB between OpenBLAS's SkylakeX and Haswell kernels). A float64 sum of these products (F16 x F16,
+    exact in float32; or F32 x F32) is within K 2^-53 of the exact sum in any order, so its float32 rounding is the
+    exact sum's but for values within that of a rounding boundary: the emulated product is the same on every host."""
+    product = product or exact_product
     n3, n2 = a.shape[:2]
     r3, r2 = n3 // w.shape[0], n2 // w.shape[1]
-    a64, w64 = a.astype(np.float64), w.astype(np.float64)
     if w.shape[0] == 1 and w.shape[1] == 1:
         m = a.shape[2]
-        return np.matmul(a64.reshape(-1, a.shape[-1]), w64[0, 0].T).astype(np.float32).reshape(
-            n3, n2, m, w.shape[2])
+        return product(a.reshape(-1, a.shape[-1]), w[0, 0]).reshape(n3, n2, m, w.shape[2])
     out = np.empty((n3, n2, a.shape[2], w.shape[2]), np.float32)
     for i3 in range(n3):
         for i2 in range(n2):
-            out[i3, i2] = np.matmul(a64[i3, i2], w64[i3 // r3, i2 // r2].T)
+            out[i3, i2] = product(a[i3, i2], w[i3 // r3, i2 // r2])
+    return out
+
+
+def exact_product(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """a @ w.T (2-D) summed in float64 and rounded once to float32 (see `_bmm`)."""
+    return _mm_nan_rows(a.astype(np.float64), w.astype(np.float64))
+
+
+def exact_f16_product(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The F16 product engine's reference (`Products`): `a` rounded to F16 (RNE, `f32_to_f16`; float16 values
+    are F16 already), times `w` (F16 values), the exact products summed in float64 and rounded once to float32."""
+    return exact_product(a if a.dtype == np.float16 else f32_to_f16(a), w)
+
+
+class Products:
+    """What computes the products a decode emulates, two kinds of them (2-D: a [M, K], w [N, K] -> float32 [M, N]):
+
+    - `f16(a, w)`: a rounded to F16 (RNE) first (float16 values pass unchanged), times w (F16 values), the exact
+      products summed with an error of at most gamma_K sum|a||w| (gamma_K = K u / (1 - K u), u = 2^-24: F32 sums in
+      any order, or better). That is all any HMX or HVX F16 kernel's arithmetic is known to be (the device's order
+      and width of accumulation are not public: the module's docstring), and what ggml-cpu computes for F16
+      weights (`host_computes`), so any engine meeting it is as true to either as the reference, and two such
+      engines differ by at most 2 gamma_K sum|a||w| before any F16 rounding of the result;
+    - `f32(a, w)`: F32 values, their products summed within gamma_{K+1} sum|a||w| of the exact sum (F32 products
+      and sums in any order: HVX's IEEE multiplies and adds, ggml-cpu's FMA).
+    This class is the reference: float64 sums of exact products, rounded once (`exact_product`). `name` says which
+    engine computed a decode."""
+
+    name = "numpy float64 sums"
+
+    def f16(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return exact_f16_product(a, w)
+
+    def f32(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return exact_product(a, w)
+
+
+#: the reference engine (numpy, float64 sums)
+EXACT = Products()
+
+
+def _mm_nan_rows(a64: np.ndarray, w64: np.ndarray) -> np.ndarray:
+    """a64 @ w64.T rounded to float32, a row of `a64` holding a NaN giving NaN in every column without a product: a
+    NaN term makes an IEEE sum NaN whatever the other terms (what the product computes for it too). A decode the
+    device's arithmetic broke is mostly such rows from one stage on; its products then cost nothing."""
+    nan = np.isnan(a64).any(axis=1)
+    n_nan = int(np.count_nonzero(nan))
+    if not n_nan:
+        return np.matmul(a64, w64.T).astype(np.float32)
+    out = np.full((a64.shape[0], w64.shape[0]), np.nan, np.float32)
+    if n_nan < a64.shape[0]:
+        out[~nan] = np.matmul(a64[~nan], w64.T)
     return out
 
 
 def _check(src0: Operand, src1: Operand, path: str, release: str) -> None:
     """Refuse what the host does not accept or what is not emulated (see the module's docstring)."""
-    _names(path, release)
     if not isinstance(src0, Operand) or not isinstance(src1, Operand):
         raise InvalidInputError("matmul takes two Operand")
+    check_operands(src0, src1, path, release)
+
+
+def check_operands(src0: Any, src1: Any, path: str, release: str) -> None:
+    """`matmul`'s refusals from the operands' types, sizes and strides alone (objects with `type`, `ne`, `nb`, as
+    `Operand` has): what the host does not accept on `path` of `release`, or what is not emulated."""
+    _names(path, release)
     k = src0.ne[0]
     if src1.ne[0] != k:
         raise InvalidInputError(f"src0 ne[0] = {k} but src1 ne[0] = {src1.ne[0]}")
@@ -500,13 +580,18 @@ def _check(src0: Operand, src1: Operand, path: str, release: str) -> None:
         raise InvalidInputError("78c531d never runs a product with an F16 src1 on HMX (ggml-hexagon.cpp @ 78c531d4 "
                                 "2217-2222): it runs on HVX")
     kmod = 256 if quant and release == "v0.15.2" else 32
-    if k % kmod or src0.ne[1] % 32:
+    # from v0.15.3 the host pads a repacked (quantized) weight's N to a multiple of 32 (ne01_padded,
+    # ggml-hexagon.cpp @ eced84c8 2394-2395): the padding rows' results are not stored, and each real row's result
+    # is computed as without them
+    padded = quant and release != "v0.15.2"
+    if k % kmod or (src0.ne[1] % 32 and not padded):
         raise InvalidInputError(f"HMX needs K % {kmod} == 0 and N % 32 == 0, got K = {k}, N = {src0.ne[1]}")
     batched = src0.ne[2] * src0.ne[3] > 1 or src1.ne[2] * src1.ne[3] > 1
     if batched and src0.type != "f16":
         raise InvalidInputError(f"{src0.type} weights batched: HMX's kernels for them are 2-D; the device runs HVX")
     if batched and src1.type == "f16":
-        raise BackendError(f"{release}: HMX with an F16 src1, batched: act_stride < k makes the HMX kernel fail "
+        raise BackendError(f"{arithmetic_class(release)}: HMX with an F16 src1, batched: act_stride < k makes the HMX "
+                           "kernel fail "
                            + ("and op_matmul retry itself without end" if release == "v0.15.2"
                               else "(HTP_STATUS_INTERNAL_ERR)"))
     if release == "v0.15.2" and src1.type == "f32" and any(src1.nb[i] % _VMEM for i in (1, 2, 3)):
@@ -527,14 +612,14 @@ def _activation_hmx(src1: Operand, release: str) -> np.ndarray:
 
 
 def _weights_hmx(src0: Operand) -> np.ndarray:
-    """src0 as HMX's F16 tiles hold it, as float32 (ne03, ne02, N, K)."""
+    """src0 as HMX's F16 tiles hold it, float16 (ne03, ne02, N, K)."""
     rows = _row_view(src0)
     if src0.type == "f16":
-        return decode_f16(rows)
+        return _last_axis(rows, 2, "f16 bytes").view("<f2")
     if src0.type == "f32":
-        return f32_to_f16(decode_f32(rows)).astype(np.float32)
+        return f32_to_f16(decode_f32(rows))
     q, d = (q8_0_parts if src0.type == "q8_0" else q4_0_parts)(rows)
-    return f32_to_f16(_dequant(q, d)).astype(np.float32)                 # RNE_f16(q * d): qf16 -> hf
+    return f32_to_f16(_dequant(q, d))                                    # RNE_f16(q * d): qf16 -> hf
 
 
 def _hvx_quant(src0: Operand, src1: Operand, group: int) -> np.ndarray:
@@ -559,7 +644,8 @@ def _hvx_quant(src0: Operand, src1: Operand, group: int) -> np.ndarray:
     return acc.reshape(1, 1, m, -1)
 
 
-def matmul(src0: Operand, src1: Operand, path: str, release: str, *, hvx_q8_group: int = 128) -> np.ndarray:
+def matmul(src0: Operand, src1: Operand, path: str, release: str, *, hvx_q8_group: int = 128,
+           products: Products = EXACT) -> np.ndarray:
     """ggml's MUL_MAT (dst[i13, i12, i11, i01] = sum_k src0[i13 // r3, i12 // r2, i01, k] * src1[i13, i12, i11, k])
     as kernel path `path` ("hmx" or "hvx") of ggml-hexagon `release` computes it, its defects included: float32
     (ne13, ne12, ne11, ne01), dst's memory order.
@@ -568,31 +654,90 @@ def matmul(src0: Operand, src1: Operand, path: str, release: str, *, hvx_q8_grou
     device takes `path` for this product is the placement's question, not this function's: it computes what that
     kernel gives for these operands. `hvx_q8_group`: the dynamic quantizer's group on HVX with quantized weights,
     128 (the default kernels) or 32 (v0.15.3+'s flat fallback kernel; v0.15.2 built with a group of 32), 64 (v0.15.2
-    built so). Raises InvalidInputError for what is not emulated or not accepted by the host, BackendError where
-    the device fails instead of computing.
+    built so). `products`: what computes the products of F16 values (HMX, and HVX with F16 weights; `Products`:
+    the reference by default). Raises InvalidInputError for what is not emulated or not accepted by the host,
+    BackendError where the device fails instead of computing.
     """
     _check(src0, src1, path, release)
     with np.errstate(over="ignore", invalid="ignore"):   # the device gives inf and NaN without a word
-        return _matmul(src0, src1, path, release, hvx_q8_group)
+        return _matmul(src0, src1, path, release, hvx_q8_group, products)
 
 
-def _matmul(src0: Operand, src1: Operand, path: str, release: str, hvx_q8_group: int) -> np.ndarray:
+def _matmul(src0: Operand, src1: Operand, path: str, release: str, hvx_q8_group: int,
+            products: Products = EXACT) -> np.ndarray:
     allowed = (32, 64, 128) if release == "v0.15.2" else (32, 128)
     if hvx_q8_group not in allowed:
         raise InvalidInputError(f"hvx_q8_group={hvx_q8_group!r}: {release} quantizes src1 in groups of "
                                 f"{' or '.join(map(str, allowed))}")
     if src0.type in QUANTIZED and path == "hvx":
         return _hvx_quant(src0, src1, hvx_q8_group)
-    if path == "hmx":
-        a = f32_to_f16(_activation_hmx(src1, release)).astype(np.float32)
-        acc = _bmm(a, _weights_hmx(src0))                          # exact products, float64 sums
+    if path == "hmx":  # src1 as read rounded to F16, exact products summed
+        acc = _bmm(_activation_hmx(src1, release), _weights_hmx(src0), products.f16)
         return f32_to_f16(acc).astype(np.float32)                  # stored as hf, widened exactly
     # HVX, F16 or F32 weights
-    w = read(src0)
-    a = read(src1)
-    if src0.type == "f16" and src1.type == "f32":
-        a = f32_to_f16(a).astype(np.float32)                       # src1 rounded to F16 first
-    return _bmm(a, w)
+    if src0.type == "f16":                                         # src1 rounded to F16 first (an F16 one is)
+        return _bmm(read_values(src1), read_values(src0), products.f16)
+    return _bmm(read(src1), read(src0), products.f32)
+
+
+# ---- what ggml-cpu computes alike, and which releases compute alike -------------------------------------------
+#: `host_computes`: ggml-cpu's own MUL_MAT of the node computes what the device's kernel computes
+SAME = "same"
+#: `host_computes`: ... and the device then stores its result as F16 (HMX's hf store): round it to F16
+F16_RESULT = "f16_result"
+
+
+def host_computes(path: str, src0_type: str, src1_type: str) -> str | None:
+    """Where ggml-cpu's own MUL_MAT of these types computes what the device's kernel `path` computes from the same
+    operands (up to the order of their sums, which no emulation here has: `Products`): SAME, F16_RESULT (the
+    same, then the result rounded to F16), or None (the kernel is emulated from the operands' bytes).
+
+    ggml-cpu (ggml-org/ggml @ eced84c8, as ggml-python 0.0.45 vendors it) multiplies F16 weights by converting
+    src1 to F16 first (type_traits_cpu[GGML_TYPE_F16]: vec_dot_type F16, from_float ggml_cpu_fp32_to_fp16,
+    ggml-cpu/ggml-cpu.c 218-223) with F16C's round to nearest even (_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT),
+    _cvtss_sh(x, 0): ggml-cpu.c 3397-3427, simd-mappings.h 62), and ggml_vec_dot_f16 sums the exact F16 x F16
+    products in F32 lanes (GGML_F32Cx8_FMA / GGML_F32Cx16_FMA: simd-mappings.h 536, 561, 657-667), the lanes and
+    the leftovers in double (vec.cpp 264-377): `Products.f16`'s contract. F32 weights by F32 src1: F32 products
+    and sums (vec_dot_f32, FMA): `Products.f32`'s. So:
+    - HVX with F16 weights and an F32 or F16 src1, or F32 weights and src1 (the module's docstring): SAME;
+    - HMX with F16 weights and an F32 src1 (the same, then stored as hf): F16_RESULT;
+    - every other case (HMX rounding F32 weights to F16; quantized weights; an F16 src1 on HMX, the defect: its
+      bytes read as F32): None.
+    Not where ggml-cpu was built with AVX512-FP16 (its F16 vectors accumulate in F16: simd-mappings.h 482-521) or
+    llamafile's sgemm: `kzlab.analysis.emulate.device` asks the build it runs before it takes this answer."""
+    if path not in PATHS:
+        raise InvalidInputError(f"path {path!r}: expected one of {', '.join(PATHS)}")
+    s0, s1 = str(src0_type).lower(), str(src1_type).lower()
+    if path == "hvx" and ((s0 == "f16" and s1 in ("f32", "f16")) or s0 == s1 == "f32"):
+        return SAME
+    if path == "hmx" and s0 == "f16" and s1 == "f32":
+        return F16_RESULT
+    return None
+
+
+#: `node_arithmetic` of a product ggml-cpu computes as the host does (`host_computes` SAME)
+HOST_ARITHMETIC = "ggml-cpu"
+
+
+def node_arithmetic(kind: str, path: str, src0_type: str, src1_type: str, release: str) -> str:
+    """A name for what a node's emulation computes from its operands: two nodes of one graph with one name compute
+    the same values from the same operands. A product ggml-cpu computes as the device does (`host_computes` SAME:
+    HVX's with F16 weights, or F32 ones) is HOST_ARITHMETIC, as a product left on the host (ggml-cpu's own kernel
+    computes both); the rest by kind, kernel path and `arithmetic_class` (the refusals a release makes included)."""
+    s0, s1 = str(src0_type).lower(), str(src1_type).lower()
+    if kind == "matmul" and path in PATHS and host_computes(path, s0, s1) == SAME:
+        return HOST_ARITHMETIC
+    return f"{kind}:{path}:{s0}x{s1}@{arithmetic_class(release)}"
+
+
+def arithmetic_class(release: str) -> str:
+    """The releases whose kernels compute the same values for every operand each accepts, as one name: v0.15.3 and
+    v0.21.0 differ in no emulated product or pointwise op (the module's docstring: the same conversions, accumulation,
+    defects and refusals; their GELU the same DSP op), v0.15.2 reads HMX's and the quantizer's rows from aligned
+    addresses and needs K % 256 for quantized HMX, and 78c531d never puts an F16 src1 on HMX."""
+    if release not in RELEASES:
+        raise InvalidInputError(f"release {release!r}: expected one of {', '.join(RELEASES)}")
+    return "v0.15.3+" if release in ("v0.15.3", "v0.21.0") else release
 
 
 # ---- pointwise ops (HVX) ------------------------------------------------------------------------------------------

@@ -35,13 +35,28 @@ def describe_key(spec: Any, base: Any) -> str:
 
 
 def emulation_key(placement: Any) -> str:
-    """Two placements whose emulated decodes are the same computation: the same resolved graph, the same device
-    arithmetic, the same nodes emulated on the same kernel paths (products and pointwise ops alike)."""
+    """Two placements whose emulated decodes are the same computation: the same resolved graph, and each node that
+    computes other values than the host's (`kernels.node_arithmetic`) on the same path with the same arithmetic.
+    Releases that compute alike share a key (`kernels.arithmetic_class`: v0.15.3 and v0.21.0), and so does a
+    product moved between the host and HVX with F16 weights (computed by ggml-cpu's kernel: `kernels.host_computes`): a
+    placement with HMX off then decodes as the CPU-only one. A device whose arithmetic is not emulated keeps its
+    own key (its verdict is "not known", not the host's)."""
+    from kzlab.analysis.emulate import htp as kernels
     from kzlab.analysis.emulate.device import device_nodes
 
-    nodes = [(n.name, n.path, kind) for n, _, kind in device_nodes(placement) if kind]
-    return json.dumps([placement.config["lowering_resolved"], placement.config.get("arith", ""), nodes],
-                      sort_keys=True, default=str)
+    release = placement.config.get("arith", "")
+    nodes, other = [], 0
+    for n, k, kind in device_nodes(placement):
+        if not kind:
+            other += 1
+            continue
+        s0, s1 = ((list(n.src_types) + ["", ""])[:2])
+        arith = kernels.node_arithmetic(kind, n.path or kernels.POINTWISE_PATH, s0, s1, release)
+        if arith != kernels.HOST_ARITHMETIC:
+            nodes.append((n.name, k, arith))
+    dev = placement.config["backends"][0]
+    unemulated = dev if (other and not release and dev != "CPU") else ""
+    return json.dumps([placement.config["lowering_resolved"], unemulated, nodes], sort_keys=True, default=str)
 
 
 @dataclasses.dataclass
@@ -61,12 +76,15 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
              threads: int | None, progress: Any = False, cache: bool = True) -> dict[str, Verdict]:
     """Each placement's verdict: from its emulated decode (`emulate`), else from its known defects alone (then
     a configuration without a defect is `correct: None`, not known). An emulated decode's figures are kept in this
-    process and, with `cache`, in `$KZLAB_CACHE/emulated/` (keyed by the file's hash, the placement's emulation
-    key, the codes, the bound and the code that computes them), as CPU profiles are: a what-if asked again does not
-    decode the same placements again."""
+    process and, with `cache`, in `$KZLAB_CACHE/emulated/` (keyed by the file's hash, the hyperparameters it is
+    decoded with, the placement's emulation key, the codes, the bound, the engine of products and the code that
+    computes them), as CPU profiles are: a what-if asked again does not decode the same placements again, and
+    placements with one emulation key (`emulation_key`) are decoded once. A decode stops at its first stage below
+    the bound (the configuration is then wrong, and the answer says where it stopped)."""
     from kzlab.analysis.emulate.device import emulate as run_emulation
     from kzlab.analysis.emulate.device import host_stages
     from kzlab.codes import random_codes
+    from kzlab.progress import Progress
 
     out: dict[str, Verdict] = {}
     if not emulate:
@@ -75,19 +93,24 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
         return out
     codes = random_codes(model.hparams, frames, seed)
     host: dict[str, Any] = {}
-    for i, (k, pl) in enumerate(placements.items()):
+    bar = Progress(len(placements), "emulating the device's arithmetic", progress, unit="config")
+    for k, pl in placements.items():
         key = emulation_cache_key(model, pl, frames, seed, bound, threads)
         summary = _recall(key, cache)
         if summary is None:
             if not host:
+                bar.describe("emulating: the host's F32 decode")
                 host.update(host_stages(model, codes, threads))
+            bar.describe(f"emulating {k} ({pl.config.get('arith') or pl.config['backends'][0]}, "
+                         f"{pl.config['lowering_label']})")
             try:
-                res = run_emulation(model, placement=pl, codes=codes, host=host, bound=bound, threads=threads)
+                res = run_emulation(model, placement=pl, codes=codes, host=host, bound=bound, threads=threads,
+                                    stop_below_bound=True)
             except KzlabError as e:  # a product kzlab cannot emulate: its correctness is not known
                 out[k] = _unemulated(pl, f"not emulated: {e}")
                 continue
             summary = {"correct": res.correct, "accuracy": res.accuracy(), "failed_nodes": res.failed_nodes,
-                       "first_failure": res.first_failure,
+                       "first_failure": res.first_failure, "notes": res.notes,
                        "nonfinite": res.nonfinite.get("wav", 0), "first_stage_below": res.first_stage_below}
             _keep(key, summary, cache)
         acc = {**summary["accuracy"], "defect_nodes": pl.defect_nodes, "approximate_nodes": pl.approximate_nodes,
@@ -97,16 +120,22 @@ def verdicts(model: Any, placements: dict[str, Any], frames: int, seed: int, bou
             why = _defect_why(pl)
         elif summary["failed_nodes"]:
             why = f"{summary['failed_nodes']} product(s) fail on the device ({summary['first_failure']})"
-        elif not summary["correct"]:
+        elif summary["correct"] is False:
             why = (f"{summary['nonfinite']} non-finite samples" if summary["nonfinite"] else
                    f"stage {summary['first_stage_below']} below {bound:g} dB against the host's F32 decode")
+            if summary["accuracy"].get("stopped_at"):
+                why += " (the decode stopped there: the later stages were not computed)"
             if pl.approximate_nodes:
                 why += f" ({_approximation_why(pl)})"
+        elif summary["correct"] is None:
+            why = "not emulated: " + next((n for n in summary.get("notes", []) if "not emulated" in n),
+                                          "the device's arithmetic is not emulated")
         elif pl.approximate_nodes:  # right, and the answer says what the bound let through
             why = f"{_approximation_why(pl)}, within the {bound:g} dB bound"
-        out[k] = Verdict(pl.defect_nodes == 0 and bool(summary["correct"]), acc, why)
-        if callable(progress):
-            progress(i + 1, len(placements))
+        correct = False if pl.defect_nodes else summary["correct"]
+        out[k] = Verdict(correct if correct is None else bool(correct), acc, why)
+        bar.step()
+    bar.close()
     return out
 
 
@@ -144,12 +173,33 @@ def emulation_cache_key(model: Any, pl: Any, frames: int, seed: int, bound: floa
     from kzlab.environment import default_threads, versions
 
     v = versions()
-    key = {"model_sha256": file_digest(model.path), "placement": emulation_key(pl), "frames": int(frames),
+    key = {"model_sha256": file_digest(model.path), "hparams": model.hparams.to_dict(),
+           "placement": emulation_key(pl), "frames": int(frames),
            "seed": int(seed), "bound": float(bound), "threads": int(threads or default_threads()),
            "graph_code": graph_code_digest(),
            "emulation_code": emulation_code_digest(), "kzlab": v.get("kzlab"), "ggml": v.get("ggml"),
-           "ggml_cpu_libm": v.get("ggml_cpu_libm")}
+           "ggml_cpu_libm": v.get("ggml_cpu_libm"), "f16_products": _f16_products()}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _f16_products() -> str:
+    """What sums an emulated decode's F16 products (`emulate.device.product_engine`): its name, and for BLAS sums the
+    BLAS numpy runs with its kernel and thread count (its order of sums follows them)."""
+    from kzlab.analysis.emulate.device import BlasProducts, product_engine
+
+    engine = product_engine()
+    if not isinstance(engine, BlasProducts):
+        return engine.name
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = [(i.get("internal_api"), i.get("architecture"), i.get("num_threads"), i.get("version"))
+                for i in threadpool_info() if i.get("user_api") == "blas"]
+    except ImportError:  # without threadpoolctl, the kernel is not known: keyed by the process's environment
+        import os
+
+        blas = [os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")]
+    return json.dumps([engine.name, blas], default=str)
 
 
 def _cache_file(key: str) -> Path:

@@ -113,6 +113,10 @@ class WhatIf:
     profiles: dict[str, dict[str, Any]]
     config: dict[str, Any]
     seconds: float = 0.0
+    #: where those seconds went: "profiling" (CPU profiles measured or read), "placing" (the placements
+    #: simulated), "emulation" (the device's arithmetic on the host: the verdicts), "drawing" (draws, decision,
+    #: what reaching the target takes)
+    timings: dict[str, float] = field(default_factory=dict)
     #: the fastest configuration that computes the right audio (`correctness.recommend`)
     recommended: dict[str, Any] = field(default_factory=dict)
     #: the streaming answer (`stream=`): the question, what is modelled, the overall recommended chunk; each
@@ -128,6 +132,7 @@ class WhatIf:
         d["question"] = self.config
         d["cpu_profiles"] = self.profiles
         d["seconds"] = self.seconds
+        d["timings"] = self.timings
         if self.stream is not None:
             d["stream"] = self.stream
             d["recommended_chunk"] = self.stream["recommended_chunk"]
@@ -488,10 +493,14 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     graphs: dict[str, tuple[Any, dict[str, Any]]] = {}
     profiles: dict[str, dict[str, Any]] = {}
 
+    spent = {"profiling": 0.0, "placing": 0.0, "emulation": 0.0}
+
     def cpu_profile(low: Any) -> dict[str, Any]:
         key = low.resolve(cpu_only=False, where="the what-if").label()
         if key not in graphs:
+            t = time.perf_counter()
             prof, info = cached_cpu_profile(m, frames, low, threads=threads, cache=cache, progress=progress)
+            spent["profiling"] += time.perf_counter() - t
             graphs[key] = (prof, info)
             profiles[key] = info
         return graphs[key][0]
@@ -499,13 +508,20 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     placements: dict[str, Any] = {}
     # one draw each: every prediction is priced below on the draws the configurations share
     opts = {"cpu_baseline_ms": cpu_baseline_ms, "draws": 1, "seed": seed}
+    base_profile = cpu_profile(base)
+    t = time.perf_counter()
     placements[CPU_CONFIG] = simulate(m, "cpu", frames=frames, lowering=base, weights_on="cpu",
-                                      predict={**opts, "cpu_profile": cpu_profile(base)})
+                                      predict={**opts, "cpu_profile": base_profile})
+    spent["placing"] += time.perf_counter() - t
+
     def place(s: ConfigSpec) -> Any:
         low = base.replace(**s.options)
-        return simulate(m, s.capabilities(), frames=frames, lowering=low, weights_on=s.weights_on, stages=s.stages,
-                        predict={**opts, "cpu_profile": cpu_profile(low), "ops": list(ops),
-                                 "cpu_baseline_profile": cpu_profile(base)})
+        prof, baseline = cpu_profile(low), cpu_profile(base)
+        t = time.perf_counter()
+        pl = simulate(m, s.capabilities(), frames=frames, lowering=low, weights_on=s.weights_on, stages=s.stages,
+                      predict={**opts, "cpu_profile": prof, "ops": list(ops), "cpu_baseline_profile": baseline})
+        spent["placing"] += time.perf_counter() - t
+        return pl
 
     for s in specs:
         placements[s.name] = place(s)
@@ -522,7 +538,9 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
         streams, per_frame = _stream_placements(m, specs + variants, base, squestion.sizes, opts, ops, cpu_profile,
                                                 profiles, threads, cache, progress)
     bound_db = DEFAULT_BOUND_DB if bound is None else float(bound)
+    t_emulation = time.perf_counter()
     verdict = verdicts(m, placements, frames, seed, bound_db, accuracy, threads, progress, cache=cache)
+    spent["emulation"] = time.perf_counter() - t_emulation
     wrong = {k for k, v in verdict.items() if v.correct is False}
     preds = {k: pl.predicted for k, pl in placements.items()}
     space = ParameterSpace.shared_by(preds)
@@ -621,5 +639,6 @@ def whatif(model: Any, configs: list[ConfigSpec | str], frames: int = 31, loweri
     out = WhatIf(dec, placements, posterior, profiles, cfg, recommended=recommend(totals, verdict),
                  stream=answer, stream_placements=streams)
     out.seconds = time.perf_counter() - t0
+    out.timings = {**spent, "drawing": out.seconds - sum(spent.values())}
     return out
 

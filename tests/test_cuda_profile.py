@@ -22,6 +22,13 @@ from kzlab.analysis.predict.parameters import DEFAULT_SOURCE, backend_perf
 CPU_SEED_MS = 680.0
 
 
+class NoBuffers:
+    """A rule's environment in which no tensor lives in a buffer of a kind the rules ask about."""
+
+    def buffer_kind(self, t):
+        return None
+
+
 @pytest.fixture(scope="module")
 def synth_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cuda-synth")
@@ -110,10 +117,6 @@ def test_unary_and_ssm_conv_kernel_rules():
     caps = capabilities.load("cuda")
     ctx = g.ggml_init(g.ggml_init_params(mem_size=1 << 20, mem_buffer=None, no_alloc=True))
 
-    class NoBuffers:
-        def buffer_kind(self, t):
-            return None
-
     try:
         x = g.ggml_new_tensor_2d(ctx, g.GGML_TYPE_F32, 16, 4)
         half = g.ggml_view_2d(ctx, x, 8, 4, int(x.contents.nb[1]), 8 * 4)  # every row's second half
@@ -148,10 +151,6 @@ def test_mul_mat_type_rules():
     """An F16 src1 needs an F16 src0 (line 5140); src0's type from the list (lines 5156-5186)."""
     caps = capabilities.load("cuda")
     ctx = g.ggml_init(g.ggml_init_params(mem_size=1 << 20, mem_buffer=None, no_alloc=True))
-
-    class NoBuffers:
-        def buffer_kind(self, t):
-            return None
 
     try:
 

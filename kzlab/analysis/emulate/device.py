@@ -373,21 +373,23 @@ def _nan_rows_matmul(a32: np.ndarray, w32: np.ndarray) -> np.ndarray:
 def to_f16(x: np.ndarray) -> np.ndarray:
     """F32 -> F16 by ggml-cpu's converter (F16C, round to nearest even): `kernels.f32_to_f16`'s values, NaN payloads
     aside, at the hardware's speed."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.empty(x.shape, np.float16)
-    if x.size:
-        g.ggml_cpu_fp32_to_fp16(x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                                out.ctypes.data_as(ctypes.POINTER(g.ggml_fp16_t)), x.size)
-    return out
+    return _convert(x, np.float32, np.float16, g.ggml_cpu_fp32_to_fp16)
 
 
 def widen_f16(h: np.ndarray) -> np.ndarray:
     """F16 -> F32 (exact) by ggml-cpu's converter."""
-    h = np.ascontiguousarray(h, dtype=np.float16)
-    out = np.empty(h.shape, np.float32)
-    if h.size:
-        g.ggml_cpu_fp16_to_fp32(h.ctypes.data_as(ctypes.POINTER(g.ggml_fp16_t)),
-                                out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), h.size)
+    return _convert(h, np.float16, np.float32, g.ggml_cpu_fp16_to_fp32)
+
+
+_C_TYPES = {np.float32: ctypes.c_float, np.float16: g.ggml_fp16_t}
+
+
+def _convert(x: np.ndarray, src: type, dst: type, fn) -> np.ndarray:
+    """One of ggml-cpu's row converters over a whole array (`fn(src*, dst*, n)`)."""
+    x = np.ascontiguousarray(x, dtype=src)
+    out = np.empty(x.shape, dst)
+    if x.size:
+        fn(x.ctypes.data_as(ctypes.POINTER(_C_TYPES[src])), out.ctypes.data_as(ctypes.POINTER(_C_TYPES[dst])), x.size)
     return out
 
 

@@ -497,7 +497,7 @@ def _bmm(a: np.ndarray, w: np.ndarray, product=None) -> np.ndarray:
 
 def exact_product(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a @ w.T (2-D) summed in float64 and rounded once to float32 (see `_bmm`)."""
-    return _mm_nan_rows(a.astype(np.float64), w.astype(np.float64))
+    return nan_rows_matmul(a.astype(np.float64), w.astype(np.float64))
 
 
 def exact_f16_product(a: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -533,17 +533,18 @@ class Products:
 EXACT = Products()
 
 
-def _mm_nan_rows(a64: np.ndarray, w64: np.ndarray) -> np.ndarray:
-    """a64 @ w64.T rounded to float32, a row of `a64` holding a NaN giving NaN in every column without a product: a
-    NaN term makes an IEEE sum NaN whatever the other terms (what the product computes for it too). A decode the
-    device's arithmetic broke is mostly such rows from one stage on; its products then cost nothing."""
-    nan = np.isnan(a64).any(axis=1)
+def nan_rows_matmul(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """a @ w.T in a's and w's precision, rounded to float32, a row of `a` holding a NaN giving NaN in every column
+    without a product: a NaN term makes an IEEE sum NaN whatever the other terms (what the product computes for it
+    too). A decode the device's arithmetic broke is mostly such rows from one stage on; its products then cost
+    nothing."""
+    nan = np.isnan(a).any(axis=1)
     n_nan = int(np.count_nonzero(nan))
     if not n_nan:
-        return np.matmul(a64, w64.T).astype(np.float32)
-    out = np.full((a64.shape[0], w64.shape[0]), np.nan, np.float32)
-    if n_nan < a64.shape[0]:
-        out[~nan] = np.matmul(a64[~nan], w64.T)
+        return np.matmul(a, w.T).astype(np.float32, copy=False)
+    out = np.full((a.shape[0], w.shape[0]), np.nan, np.float32)
+    if n_nan < a.shape[0]:
+        out[~nan] = np.matmul(a[~nan], w.T)
     return out
 
 
